@@ -134,20 +134,26 @@ def backward(root, grad):
                 input_grad = unbroadcast(np.asarray(input_grad), inp.shape).astype(inp.dtype, copy=False)
             grads[id(inp)] = accumulate(grads.get(id(inp)), input_grad)
 
-# %% ../../modules/05_autograd/autograd_dev.ipynb #5706b773
+# %% ../../modules/05_autograd/autograd_dev.ipynb #4228b3aa
 def segment_sum(ids, values):
     "Sum the rows of `values` (n, ...) that share an id in `ids` (n,): returns sorted unique ids (u,) and sums (u, ...)."
     ids, values = np.asarray(ids).reshape(-1), np.asarray(values)
     if values.shape[:1] != ids.shape:
         raise ValueError(f"segment_sum needs one row of values per id: {len(ids)} ids, values of shape {values.shape}")
-    if len(ids) == 0:
-        return ids.astype(np.int64), values[:0].copy()
     order = np.argsort(ids, kind="stable")
-    sorted_ids = ids[order]
-    starts = np.flatnonzero(np.concatenate(([True], sorted_ids[1:] != sorted_ids[:-1])))
-    if len(starts) == len(ids):               # all ids distinct: nothing to add up
-        return sorted_ids, values[order]
-    return sorted_ids[starts], np.add.reduceat(values[order], starts, axis=0)
+    sorted_ids, rows = ids[order], values[order]      # rows is a fresh copy we may add into
+    starts = np.flatnonzero(np.concatenate(([True], sorted_ids[1:] != sorted_ids[:-1]))) if len(ids) else order
+    if len(starts) == len(ids):                       # all ids distinct: nothing to add up
+        return sorted_ids, rows
+    lengths = np.diff(np.append(starts, len(ids)))
+    offset = np.arange(len(ids)) - np.repeat(starts, lengths)   # position of each row inside its run
+    run_length = np.repeat(lengths, lengths)
+    step = 1
+    while step < lengths.max():                       # tournament: row k absorbs row k + step
+        absorbing = np.flatnonzero((offset % (2 * step) == 0) & (offset + step < run_length))
+        rows[absorbing] += rows[absorbing + step]
+        step *= 2
+    return sorted_ids[starts], rows[starts]
 
 # %% ../../modules/05_autograd/autograd_dev.ipynb #de649b70
 class RowSparseGrad:
