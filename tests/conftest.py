@@ -1,0 +1,45 @@
+"""Shared test helpers.
+
+The repository root goes first on sys.path so the tests always exercise this
+working copy's `tinytorch/` and `tito/`, installed or not.
+"""
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+TORCH_VERSION = "2.13.0"
+
+
+def require_torch():
+    """Return the torch module, or skip the calling test when it is not installed."""
+    return pytest.importorskip(
+        "torch", reason=f"torch not installed; parity tests need pip install torch=={TORCH_VERSION}"
+    )
+
+
+@pytest.fixture
+def torch():
+    """PyTorch for parity tests; the test is skipped without it."""
+    return require_torch()
+
+
+@pytest.fixture
+def rng():
+    """A NumPy generator with a fixed seed, fresh for every test."""
+    import numpy as np
+
+    return np.random.default_rng(0)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "torch: compares against PyTorch; skipped when torch is not installed")
+
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("torch") is not None:
+        require_torch()

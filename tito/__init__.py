@@ -1,0 +1,7 @@
+"""tito: the tinytorch command line.
+
+A small, stdlib-only (at import) helper around the notebook workflow:
+export notebooks with nbdev, run a module's tests and notebook, check that
+`tinytorch/` is in sync with `modules/`. Heavy tools (nbdev, execnb, pytest)
+are imported only inside the commands and subprocesses that need them.
+"""

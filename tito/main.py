@@ -1,0 +1,299 @@
+"""The `tito` command line.
+
+    tito test --module NAME_OR_NUMBER [--module ...] [-- PYTEST_ARGS]
+    tito test --all [-- PYTEST_ARGS]
+    tito export
+    tito module list
+    tito module complete NAME_OR_NUMBER
+    tito system doctor
+    tito demo embeddings [DEMO_ARGS]
+
+Exit codes: 0 success, 1 something failed, 2 usage error (e.g. unknown module).
+Only the standard library is imported here; nbdev, execnb and pytest run in
+subprocesses started by the commands that need them.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.metadata
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from tito import ui
+from tito.repo import (
+    Module, RepoError, Settings, describe_modules, discover_modules, find_root,
+    module_test_files, resolve_module, subprocess_env,
+)
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+INSTALL_DEV_HINT = 'not installed (pip install -e ".[dev]")'
+
+# Demo name -> module with a `main(argv) -> int | None` function.
+DEMOS = {"embeddings": "tinytorch.text.demo"}
+
+
+# ---------------------------------------------------------------------------
+# tito test
+
+
+def _test_module(root: Path, module: Module, pytest_args: list[str]) -> bool:
+    """Run a module's pytest files and its notebook; print what happened."""
+    from tito.notebooks import run_notebook
+    from tito.pytest_run import run_pytest
+
+    ui.heading(f"module {module.number:02d} {module.name} ({module.folder.relative_to(root)})")
+    test_files = module_test_files(root, module)
+    if test_files:
+        relative = [str(path.relative_to(root)) for path in test_files]
+        ui.info(f"pytest {' '.join(relative)}")
+        tests = run_pytest(root, [*relative, *pytest_args])
+        tests_ok = tests.ok
+        tests_line = f"pytest: {tests.summary} (exit code {tests.exit_code})"
+    else:
+        tests_ok = True
+        tests_line = f"pytest: no test files (tests/test_{module.name}.py or tests/test_{module.name}_*.py)"
+
+    notebooks = {}
+    for path in module.notebooks:
+        ui.info(f"executing {path.relative_to(root)}")
+        notebooks[path] = run_notebook(path, root=root)
+
+    print(f"\nSummary for {module.label}:")
+    if test_files:
+        ui.status(tests_ok, tests_line)
+    else:
+        ui.warn(tests_line)
+    for path, notebook in notebooks.items():
+        outcome = "executed OK" if notebook.ok else "failed"
+        ui.status(notebook.ok, f"notebook {path.name}: {outcome}: {notebook.headline}")
+        if notebook.failure is not None:
+            print(ui.indent(notebook.failure.traceback))
+    return tests_ok and all(notebook.ok for notebook in notebooks.values())
+
+
+def _test_modules(root: Path, references: list[str], pytest_args: list[str]) -> int:
+    modules = [resolve_module(root, reference) for reference in references]  # fail fast on a typo
+    results = {module.label: _test_module(root, module, pytest_args) for module in dict.fromkeys(modules)}
+    if len(results) > 1:
+        print("\nAll modules:")
+        for label, ok in results.items():
+            ui.status(ok, label)
+    return EXIT_OK if all(results.values()) else EXIT_FAILED
+
+
+def cmd_test(root: Path, args: argparse.Namespace, extra: list[str]) -> int:
+    if args.all:
+        ui.info(f"pytest tests/ in {root} (unit tests, notebook execution, export sync)")
+        sys.stdout.flush()
+        # pytest's own closing line is the last thing printed: nothing after it.
+        command = [sys.executable, "-m", "pytest", "tests", *extra]
+        return subprocess.run(command, cwd=root, env=subprocess_env(root)).returncode
+    return _test_modules(root, args.module, extra)
+
+
+# ---------------------------------------------------------------------------
+# tito export
+
+
+def _export_and_report(root: Path) -> bool:
+    from tito.sync import Changes, ExportError, export, snapshot
+
+    package = Settings.read(root).lib_path
+    before = snapshot(root / package)
+    try:
+        export(root)
+    except ExportError as error:
+        ui.status(False, f"nbdev_export failed:\n{ui.indent(str(error))}")
+        return False
+    changes = Changes.between(before, snapshot(root / package))
+    if changes:
+        ui.status(True, f"exported notebooks into {package}/; changed files:")
+        for line in changes.lines(prefix=f"{package}/"):
+            print(f"    {line}")
+    else:
+        ui.status(True, f"exported notebooks into {package}/; no files changed")
+    return True
+
+
+def cmd_export(root: Path, args: argparse.Namespace, extra: list[str]) -> int:
+    return EXIT_OK if _export_and_report(root) else EXIT_FAILED
+
+
+# ---------------------------------------------------------------------------
+# tito module ...
+
+
+def cmd_module_list(root: Path, args: argparse.Namespace, extra: list[str]) -> int:
+    modules = discover_modules(root)
+    print(f"Modules in {root / Settings.read(root).nbs_path}:")
+    for module in modules:
+        notebooks = [path for path in module.notebooks if path.is_file()]
+        shown = ", ".join(str(path.relative_to(root)) for path in notebooks) or "(no notebook yet)"
+        print(f"  {module.number:02d}  {module.name:<16} {shown}")
+    if not modules:
+        print(describe_modules(modules))
+    return EXIT_OK
+
+
+def cmd_module_complete(root: Path, args: argparse.Namespace, extra: list[str]) -> int:
+    module = resolve_module(root, args.module)
+    ui.heading(f"completing module {module.label}: export, then test")
+    if not _export_and_report(root):
+        return EXIT_FAILED
+    return _test_modules(root, [module.label], extra)
+
+
+# ---------------------------------------------------------------------------
+# tito system doctor
+
+
+def _version_of(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _check_import(root: Path, package: str) -> tuple[bool, str]:
+    """Import the package the way a user's script would: from a folder outside the repo."""
+    code = f"import {package}, os; print(os.path.dirname({package}.__file__)); print(getattr({package}, '__version__', '?'))"
+    with tempfile.TemporaryDirectory() as elsewhere:
+        process = subprocess.run([sys.executable, "-c", code], cwd=elsewhere, capture_output=True, text=True)
+    if process.returncode != 0:
+        last_line = (process.stderr.strip().splitlines() or ["?"])[-1]
+        return False, f"`import {package}` fails in this Python ({last_line}); run: pip install -e \".[dev]\""
+    location, version = process.stdout.strip().splitlines()[-2:]
+    expected = (root / Settings.read(root).lib_path).resolve()
+    if Path(location).resolve() != expected:
+        return False, f"`import {package}` loads {location}, not this checkout's {expected}; run: pip install -e ."
+    return True, f"{package} {version} imports from {location}"
+
+
+def cmd_doctor(root: Path, args: argparse.Namespace, extra: list[str]) -> int:
+    settings = Settings.read(root)
+    checks: list[bool] = []
+
+    def report(ok: bool, message: str) -> None:
+        checks.append(ok)
+        ui.status(ok, message)
+
+    print(f"tito system doctor for {root}")
+    report(sys.version_info >= (3, 9), f"python {platform.python_version()} ({sys.executable})")
+    numpy_version = _version_of("numpy")
+    report(numpy_version is not None, f"numpy {numpy_version or 'not installed'}")
+    nbdev_version = _version_of("nbdev")
+    report(nbdev_version is not None, f"nbdev {nbdev_version or INSTALL_DEV_HINT}")
+    report(*_check_import(root, settings.lib_name))
+
+    if nbdev_version is None:
+        report(False, "sync check skipped: it needs nbdev")
+    else:
+        from tito.sync import ExportError, check_sync
+
+        try:
+            drift = check_sync(root)
+        except ExportError as error:
+            report(False, f"nbdev_export failed:\n{ui.indent(str(error))}")
+        else:
+            if drift:
+                report(False, f"{settings.lib_path}/ is out of sync with the notebooks (run `tito export`):")
+                for line in drift.drift_lines(prefix=f"{settings.lib_path}/"):
+                    print(f"    {line}")
+            else:
+                report(True, f"{settings.lib_path}/ is in sync with the notebooks in {settings.nbs_path}/")
+    return EXIT_OK if all(checks) else EXIT_FAILED
+
+
+# ---------------------------------------------------------------------------
+# tito demo
+
+
+def cmd_demo(root: Path, args: argparse.Namespace, extra: list[str]) -> int:
+    module_name = DEMOS[args.name]
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    try:
+        demo = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name is not None and (module_name + ".").startswith(error.name + "."):
+            ui.status(False, f"the {args.name} demo is not built yet ({module_name} does not exist)")
+            return EXIT_FAILED
+        raise
+    result = demo.main([*args.demo_args, *extra])
+    return int(result or 0)
+
+
+# ---------------------------------------------------------------------------
+# Argument parsing
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tito", description="The tinytorch command line: export notebooks, run tests, check your setup.",
+        epilog="Arguments after `--` are passed on to pytest (tito test, tito module complete).",
+    )
+    parser.add_argument("--repo", metavar="PATH",
+                        help="repository root (default: $TITO_ROOT, else the nearest parent with settings.ini)")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    test = commands.add_parser("test", help="run a module's tests and notebook, or the whole suite")
+    which = test.add_mutually_exclusive_group(required=True)
+    which.add_argument("--module", "-m", action="append", metavar="NAME_OR_NUMBER",
+                       help="a module by name (embeddings), number (11) or folder (11_embeddings); repeatable")
+    which.add_argument("--all", action="store_true", help="the whole pytest suite in tests/ (what CI runs)")
+    test.set_defaults(handler=cmd_test)
+
+    export = commands.add_parser("export", help="nbdev_export the notebooks into the package and list changed files")
+    export.set_defaults(handler=cmd_export)
+
+    module = commands.add_parser("module", help="work with one module")
+    module_commands = module.add_subparsers(dest="module_command", metavar="ACTION", required=True)
+    listing = module_commands.add_parser("list", help="list the modules found in modules/")
+    listing.set_defaults(handler=cmd_module_list)
+    complete = module_commands.add_parser("complete", help="export, then run the module's tests and notebook")
+    complete.add_argument("module", metavar="NAME_OR_NUMBER")
+    complete.set_defaults(handler=cmd_module_complete)
+
+    system = commands.add_parser("system", help="check the environment")
+    system_commands = system.add_subparsers(dest="system_command", metavar="ACTION", required=True)
+    doctor = system_commands.add_parser("doctor", help="versions, import check and notebook/package sync check")
+    doctor.set_defaults(handler=cmd_doctor)
+
+    demo = commands.add_parser("demo", help="run an end-to-end demo")
+    demo.add_argument("name", choices=sorted(DEMOS))
+    demo.add_argument("demo_args", nargs=argparse.REMAINDER, help="arguments for the demo")
+    demo.set_defaults(handler=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    ui.make_output_safe()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if "--" in argv:
+        split = argv.index("--")
+        argv, extra = argv[:split], argv[split + 1:]
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if extra and args.handler not in (cmd_test, cmd_module_complete, cmd_demo):
+        parser.error(f"`tito {args.command}` takes no arguments after --")
+    try:
+        root = find_root(args.repo)
+        return args.handler(root, args, extra)
+    except RepoError as error:
+        ui.status(False, str(error))
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # e.g. `tito module list | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())
