@@ -87,7 +87,7 @@ def unbroadcast(grad, shape):
         grad = grad.sum(axis=stretched, keepdims=True)
     return grad.reshape(shape)
 
-# %% ../../modules/05_autograd/autograd_dev.ipynb #2923c5b6
+# %% ../../modules/05_autograd/autograd_dev.ipynb #12d3cfb9
 def topological_order(root):
     "Tensors that `root` depends on (and that require grad), each once, inputs before outputs."
     order, visited = [], set()
@@ -126,12 +126,17 @@ def backward(root, grad):
         if node is None:                      # a leaf: keep the gradient
             tensor.grad = accumulate(tensor.grad, g)
             continue
-        input_grads = node.backward(node.ctx, g)
-        for inp, input_grad in zip(node.inputs, input_grads):
+        if isinstance(g, RowSparseGrad):      # ops' backwards take dense arrays
+            g = g.to_dense()
+        handed_out = []                       # arrays this node already gave to an input
+        for inp, input_grad in zip(node.inputs, node.backward(node.ctx, g)):
             if input_grad is None or not inp.requires_grad:
                 continue
             if not isinstance(input_grad, RowSparseGrad):
                 input_grad = unbroadcast(np.asarray(input_grad), inp.shape).astype(inp.dtype, copy=False)
+                if any(np.may_share_memory(input_grad, other) for other in handed_out):
+                    input_grad = input_grad.copy()    # `a + b` gives both the same array: one owner each
+                handed_out.append(input_grad)
             grads[id(inp)] = accumulate(grads.get(id(inp)), input_grad)
 
 # %% ../../modules/05_autograd/autograd_dev.ipynb #4228b3aa
@@ -199,7 +204,7 @@ class RowSparseGrad:
         return (f"RowSparseGrad(shape={self.shape}, rows={len(self.indices)}, "
                 f"dtype={self.values.dtype}, indices={self.indices[:8].tolist()}{'...' if len(self.indices) > 8 else ''})")
 
-# %% ../../modules/05_autograd/autograd_dev.ipynb #16d45540
+# %% ../../modules/05_autograd/autograd_dev.ipynb #8036de7f
 class GradcheckError(AssertionError):
     "Raised by `gradcheck` when an analytic gradient disagrees with finite differences."
 
@@ -210,32 +215,31 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0):
     `inputs` are tensors; those with `requires_grad` (which must be float64) are checked.
     Their `.grad` is reset. `fn` must be deterministic (no dropout in training mode).
     """
-    checked = [t for t in inputs if getattr(t, "requires_grad", False)]
+    checked = [(position, t) for position, t in enumerate(inputs) if getattr(t, "requires_grad", False)]
     if not checked:
         raise ValueError("gradcheck needs at least one input with requires_grad=True")
-    for t in checked:
+    for position, t in checked:
         if t.dtype != np.float64:
-            raise TypeError(f"gradcheck needs float64 inputs for accurate finite differences; got {t.dtype} "
-                            f"(make the input with dtype=np.float64)")
+            raise TypeError(f"gradcheck needs float64 inputs for accurate finite differences; input {position} "
+                            f"is {t.dtype} (make it with dtype=np.float64)")
     out = fn(*inputs)
     projection = np.random.default_rng(seed).standard_normal(out.shape)
-    for t in checked:
+    for _, t in checked:
         t.grad = None
     out.backward(projection)
-    for position, t in enumerate(checked):
+    for position, t in checked:
         analytic = t.grad.to_dense() if isinstance(t.grad, RowSparseGrad) else t.grad
         analytic = np.zeros(t.shape) if analytic is None else analytic
         numeric = np.zeros(t.shape)
-        flat = t.data.reshape(-1)  # a view: perturbing it perturbs the input
         with no_grad():
-            for i in range(flat.size):
-                original = flat[i]
-                flat[i] = original + eps
+            for i in np.ndindex(t.shape):      # perturb t.data itself (a reshape of a strided array would copy)
+                original = t.data[i]
+                t.data[i] = original + eps
                 plus = float((fn(*inputs).data * projection).sum())
-                flat[i] = original - eps
+                t.data[i] = original - eps
                 minus = float((fn(*inputs).data * projection).sum())
-                flat[i] = original
-                numeric.reshape(-1)[i] = (plus - minus) / (2 * eps)
+                t.data[i] = original
+                numeric[i] = (plus - minus) / (2 * eps)
         if not np.allclose(analytic, numeric, atol=atol, rtol=rtol):
             worst = np.unravel_index(np.argmax(np.abs(analytic - numeric)), t.shape)
             raise GradcheckError(f"gradient of input {position} (shape {t.shape}) differs from finite differences: "

@@ -11,7 +11,7 @@ __all__ = ['Tensor', 'AddBackward', 'SubBackward', 'MulBackward', 'DivBackward',
 import numpy as np
 from .autograd import Function, backward, segment_sum
 
-# %% ../../modules/01_tensor/tensor_dev.ipynb #db752670
+# %% ../../modules/01_tensor/tensor_dev.ipynb #288499cf
 class Tensor:
     """An n-dimensional array that can record the operations applied to it.
 
@@ -62,7 +62,7 @@ class Tensor:
         return len(self.data)
 
     def __array__(self, dtype=None, copy=None):
-        return self.data if dtype is None else self.data.astype(dtype)
+        return np.array(self.data, dtype=dtype, copy=copy)  # np.array(t) copies, np.asarray(t) shares
 
     def __repr__(self):
         body = np.array2string(self.data, separator=", ", prefix="Tensor(", threshold=20)
@@ -237,13 +237,13 @@ class PowBackward(Function):
         x, exponent = ctx.saved
         return (grad * exponent * x ** (exponent - 1),)
 
-# %% ../../modules/01_tensor/tensor_dev.ipynb #640a1330
+# %% ../../modules/01_tensor/tensor_dev.ipynb #0ee31327
 def _as_tensor(value, like):
     "A constant tensor for a Python number or array used together with tensor `like`."
     if isinstance(value, Tensor):
         return value
     array = np.asarray(value)
-    if array.dtype.kind == "f" and like.dtype.kind == "f":
+    if like.dtype.kind == "f" and array.dtype.kind in "fiub":   # numbers and masks take the tensor's float dtype
         array = array.astype(like.dtype)
     return Tensor(array, dtype=array.dtype)
 
@@ -263,9 +263,9 @@ def _power(x, exponent):
     "x ** exponent: a constant exponent uses PowBackward; a tensor exponent is exp(exponent * log x), x > 0."
     if isinstance(exponent, Tensor):
         return (exponent * x.log()).exp()
-    return PowBackward.apply(x, exponent=exponent)
+    return PowBackward.apply(x, exponent=_as_tensor(exponent, x).data)  # x ** np.float64(2) stays float32
 
-# %% ../../modules/01_tensor/tensor_dev.ipynb #2ea1f67a
+# %% ../../modules/01_tensor/tensor_dev.ipynb #f425fa4c
 class MatMulBackward(Function):
     @staticmethod
     def forward(ctx, a, b):
@@ -300,9 +300,14 @@ def _matmul(a, b):
     inner_a, inner_b = a.shape[-1], b.shape[0] if b.ndim == 1 else b.shape[-2]
     if inner_a != inner_b:
         raise ValueError(f"cannot matmul shapes {a.shape} and {b.shape}: inner dimensions {inner_a} and {inner_b} differ")
+    try:
+        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise ValueError(f"cannot matmul shapes {a.shape} and {b.shape}: batch dimensions "
+                         f"{a.shape[:-2]} and {b.shape[:-2]} do not broadcast") from None
     return MatMulBackward.apply(a, b)
 
-# %% ../../modules/01_tensor/tensor_dev.ipynb #c66b2d7b
+# %% ../../modules/01_tensor/tensor_dev.ipynb #4df0c339
 def _expand_reduced(grad, shape, axis, keepdims):
     "Give a reduced gradient back its reduced axes (size 1) so it broadcasts against `shape`."
     if axis is None or keepdims:
@@ -366,8 +371,9 @@ class ReshapeBackward(Function):
 class PermuteBackward(Function):
     @staticmethod
     def forward(ctx, x, dims):
-        if sorted(d % x.ndim for d in dims) != list(range(x.ndim)):
-            raise ValueError(f"permute needs each of the {x.ndim} axes exactly once; got {dims}")
+        if sorted(d + x.ndim if d < 0 else d for d in dims) != list(range(x.ndim)):
+            raise ValueError(f"permute of a {x.ndim}-D tensor needs each axis 0..{x.ndim - 1} "
+                             f"(or -{x.ndim}..-1) exactly once; got {dims}")
         ctx.save_for_backward(dims)
         return np.transpose(x, dims)
 
@@ -376,7 +382,7 @@ class PermuteBackward(Function):
         (dims,) = ctx.saved
         return (np.transpose(grad, np.argsort([d % grad.ndim for d in dims])),)
 
-# %% ../../modules/01_tensor/tensor_dev.ipynb #0ed4f944
+# %% ../../modules/01_tensor/tensor_dev.ipynb #a232e745
 def _is_basic_index(index):
     "True when the index has only ints, slices, None and Ellipsis (no element is picked twice)."
     parts = index if isinstance(index, tuple) else (index,)
@@ -396,7 +402,10 @@ class GetItemBackward(Function):
         if _is_basic_index(index):
             full[index] = grad
         elif isinstance(index, np.ndarray) and index.dtype.kind in "iu":   # rows of a table: table[ids]
-            rows, sums = segment_sum(index.reshape(-1), grad.reshape((-1,) + shape[1:]))
+            ids = index.reshape(-1)
+            if ids.min(initial=0) < 0:                                     # -1 and V-1 are the same row
+                ids = ids.astype(np.int64) % shape[0]
+            rows, sums = segment_sum(ids, grad.reshape((-1,) + shape[1:]))
             full[rows] = sums
         else:                                                              # any other advanced index
             positions = np.arange(full.size).reshape(shape)[index]
@@ -413,7 +422,7 @@ def _getitem(x, index):
         index = np.asarray(index.data if isinstance(index, Tensor) else index)
     return GetItemBackward.apply(x, index=index)
 
-# %% ../../modules/01_tensor/tensor_dev.ipynb #1fe162c6
+# %% ../../modules/01_tensor/tensor_dev.ipynb #e58b42bb
 class ExpBackward(Function):
     @staticmethod
     def forward(ctx, x):
@@ -491,7 +500,7 @@ class SigmoidBackward(Function):
         return (grad * out * (1 - out),)
 
 
-_GELU_C = np.sqrt(2 / np.pi)
+_GELU_C = float(np.sqrt(2 / np.pi))  # a Python float, so float32 inputs stay float32
 
 
 class GELUBackward(Function):
