@@ -660,3 +660,16 @@ def test_properties_and_repr():
     assert (x.shape, x.ndim, x.size, len(x)) == ((2, 3, 4), 3, 24, 2)
     assert x.numpy() is x.data
     assert "requires_grad=True" in repr(x) and "float32" in repr(x)
+
+
+def test_paired_index_backward_allocates_no_position_label_per_element():
+    "x[rows, cols] finds flat positions directly; labelling every element (int64) would triple the memory."
+    import tracemalloc
+    x = Tensor(np.zeros((2000, 2000), dtype=np.float32), requires_grad=True)   # 16 MB; labels would be 32 MB
+    picked = x[np.array([1, 1, 1999]), np.array([0, 0, -1])]
+    tracemalloc.start()
+    picked.backward(np.ones(3, dtype=np.float32))
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 1.5 * x.data.nbytes, f"backward peaked at {peak / 1e6:.0f} MB for a {x.data.nbytes / 1e6:.0f} MB input"
+    assert x.grad[1, 0] == 2.0 and x.grad[1999, 1999] == 1.0 and x.grad.sum() == 3.0

@@ -73,10 +73,26 @@ class Function:
     def __repr__(self):
         return f"<{type(self).__name__}>"
 
-# %% ../../modules/05_autograd/autograd_dev.ipynb #cf35e447
+# %% ../../modules/05_autograd/autograd_dev.ipynb #8fb76389
 def unbroadcast(grad, shape):
-    "Sum `grad` over the axes that broadcasting added or stretched, giving an array of `shape`."
+    """Sum `grad` over the axes that broadcasting added or stretched, giving an array of `shape`.
+
+    TODO: return `grad` summed back to `shape`.
+
+    APPROACH:
+    1. If `grad` already has `shape`, return it as it is (no copy).
+    2. Sum over the leading axes broadcasting added: the first `grad.ndim - len(shape)` axes.
+    3. Sum, keeping the axis (`keepdims=True`), over each axis where `shape` has size 1 and `grad` does not.
+    4. Reshape to `shape` (a full sum gives shape `()`).
+
+    EXAMPLE:
+    grad of ones (4, 2, 3), shape (2, 1) -> a (2, 1) array of 12s
+
+    HINTS:
+    - `grad.sum(axis=(0, 2))` sums several axes in one call.
+    """
     shape = tuple(shape)
+    ### BEGIN SOLUTION
     if grad.shape == shape:
         return grad
     added = grad.ndim - len(shape)
@@ -86,10 +102,28 @@ def unbroadcast(grad, shape):
     if stretched:
         grad = grad.sum(axis=stretched, keepdims=True)
     return grad.reshape(shape)
+    ### END SOLUTION
 
-# %% ../../modules/05_autograd/autograd_dev.ipynb #12d3cfb9
+# %% ../../modules/05_autograd/autograd_dev.ipynb #5608adcb
 def topological_order(root):
-    "Tensors that `root` depends on (and that require grad), each once, inputs before outputs."
+    """Tensors that `root` depends on (and that require grad), each once, inputs before outputs.
+
+    TODO: return that list; `root` comes last.
+
+    APPROACH:
+    1. A depth-first post-order with an explicit stack of `(tensor, inputs_done)` pairs, starting `[(root, False)]`.
+    2. Pop `(t, True)`: all of t's inputs are already in the order, so append t.
+    3. Pop `(t, False)`: skip t if visited; else mark it visited, push `(t, True)`, then push `(inp, False)`
+       for each `inp` in `t._grad_fn.inputs` that requires grad (a leaf has `_grad_fn` None: no inputs).
+
+    EXAMPLE:
+    y = a * b; z = y + a  ->  [a, b, y, z] or [b, a, y, z]: each tensor after its inputs, `a` once
+
+    HINTS:
+    - No recursion: a chain of 10,000 ops is deeper than Python's recursion limit.
+    - Keep the visited set by `id(t)`.
+    """
+    ### BEGIN SOLUTION
     order, visited = [], set()
     stack = [(root, False)]
     while stack:
@@ -106,6 +140,7 @@ def topological_order(root):
                 if inp.requires_grad and id(inp) not in visited:
                     stack.append((inp, False))
     return order
+    ### END SOLUTION
 
 
 def accumulate(total, grad):
@@ -116,7 +151,25 @@ def accumulate(total, grad):
 
 
 def backward(root, grad):
-    "Propagate `grad` (dL/d root) to every leaf that requires grad, accumulating into `.grad`."
+    """Propagate `grad` (dL/d root) to every leaf that requires grad, accumulating into `.grad`.
+
+    TODO: walk the graph once, from `root` back to the leaves.
+
+    APPROACH:
+    1. `grads = {id(root): grad}`; visit `reversed(topological_order(root))`, so every tensor comes after
+       all the tensors that use it and its gradient in `grads` is complete when you reach it.
+    2. Pop the tensor's gradient `g` from `grads` (skip the tensor if none arrived).
+    3. A leaf (`tensor._grad_fn is None`): `tensor.grad = accumulate(tensor.grad, g)`.
+    4. Otherwise make a `RowSparseGrad` dense (`g.to_dense()`) and call `node.backward(node.ctx, g)`. For each
+       input that requires grad and got a gradient: a dense one goes through `unbroadcast(..., inp.shape)`, is
+       cast to `inp.dtype`, and is copied if it shares memory with an array this node already gave to another
+       input. Add it into `grads[id(inp)]` with `accumulate`.
+
+    HINTS:
+    - Accumulate, never assign: a tensor used twice must get the sum of both gradients.
+    - `np.may_share_memory(x, y)`: `a + b` hands the same `grad` array to both inputs.
+    """
+    ### BEGIN SOLUTION
     grads = {id(root): grad}
     for tensor in reversed(topological_order(root)):
         g = grads.pop(id(tensor), None)
@@ -138,13 +191,33 @@ def backward(root, grad):
                     input_grad = input_grad.copy()    # `a + b` gives both the same array: one owner each
                 handed_out.append(input_grad)
             grads[id(inp)] = accumulate(grads.get(id(inp)), input_grad)
+    ### END SOLUTION
 
-# %% ../../modules/05_autograd/autograd_dev.ipynb #4228b3aa
+# %% ../../modules/05_autograd/autograd_dev.ipynb #8c5d89c5
 def segment_sum(ids, values):
-    "Sum the rows of `values` (n, ...) that share an id in `ids` (n,): returns sorted unique ids (u,) and sums (u, ...)."
+    """Sum the rows of `values` (n, ...) that share an id in `ids` (n,): returns sorted unique ids (u,) and sums (u, ...).
+
+    TODO: return `(unique_ids, sums)`, every row of a repeated id added in.
+
+    APPROACH:
+    1. Stable-sort the ids (`np.argsort(ids, kind="stable")`) and take the rows in that order (a copy you may add into).
+    2. Find where each run of equal ids starts; if every run has length 1, return the sorted ids and rows.
+    3. Tournament: with `offset` = a row's position inside its run, for step = 1, 2, 4, ... while step is below the
+       longest run, every row whose offset is a multiple of `2 * step` adds in the row `step` further on, if that
+       row is in the same run.
+    4. Return the ids and the rows at the run starts.
+
+    EXAMPLE:
+    ids [3, 1, 3, 0, 3], rows v0..v4 -> ids [0, 1, 3], sums [v3, v1, v0 + v2 + v4]
+
+    HINTS:
+    - Never `out[ids] += values`: NumPy applies only one of the additions for a repeated index.
+    - Each round is one vectorised `+=` on distinct rows, so the result is exact and deterministic.
+    """
     ids, values = np.asarray(ids).reshape(-1), np.asarray(values)
     if values.shape[:1] != ids.shape:
         raise ValueError(f"segment_sum needs one row of values per id: {len(ids)} ids, values of shape {values.shape}")
+    ### BEGIN SOLUTION
     order = np.argsort(ids, kind="stable")
     sorted_ids, rows = ids[order], values[order]      # rows is a fresh copy we may add into
     starts = np.flatnonzero(np.concatenate(([True], sorted_ids[1:] != sorted_ids[:-1]))) if len(ids) else order
@@ -159,8 +232,9 @@ def segment_sum(ids, values):
         rows[absorbing] += rows[absorbing + step]
         step *= 2
     return sorted_ids[starts], rows[starts]
+    ### END SOLUTION
 
-# %% ../../modules/05_autograd/autograd_dev.ipynb #de649b70
+# %% ../../modules/05_autograd/autograd_dev.ipynb #73f476fd
 class RowSparseGrad:
     "Gradient of a 2-D table that is non-zero only on some rows: `indices (u,)` unique sorted, `values (u, d)`."
 
@@ -173,6 +247,11 @@ class RowSparseGrad:
         if self.values.shape != (len(self.indices),) + self.shape[1:]:
             raise ValueError(f"RowSparseGrad values have shape {self.values.shape}, expected "
                              f"{(len(self.indices),) + self.shape[1:]} for {len(self.indices)} rows of {self.shape}")
+        if len(self.indices) and (np.any(self.indices[1:] <= self.indices[:-1]) or self.indices[0] < 0
+                                  or self.indices[-1] >= self.shape[0]):
+            raise ValueError(f"RowSparseGrad indices must be sorted, unique and in [0, {self.shape[0]}); got "
+                             f"{self.indices[:8].tolist()}{'...' if len(self.indices) > 8 else ''} "
+                             f"(segment_sum gives such indices)")
 
     @property
     def dtype(self):

@@ -8,15 +8,18 @@ from collections import OrderedDict, namedtuple
 import numpy as np
 from .tensor import Tensor
 
-# %% ../../modules/03_layers/layers_dev.ipynb #e33b8bc1
+# %% ../../modules/03_layers/layers_dev.ipynb #a169c68e
 class Parameter(Tensor):
-    "A learnable tensor owning a copy of `data`: floating point (ints become float32), `requires_grad=True` by default."
+    """A learnable tensor owning a copy of `data`, `requires_grad=True` by default.
 
-    def __init__(self, data, requires_grad=True):
-        array = np.array(data.data if isinstance(data, Tensor) else data)      # a copy: optimisers write in place
+    Floating point: with `dtype=None` the tensor rule applies (float64 becomes float32) and ints become float32.
+    """
+
+    def __init__(self, data, requires_grad=True, dtype=None):
+        array = np.array(data.data if isinstance(data, Tensor) else data, dtype=dtype)  # a copy: optimisers write in place
         if array.dtype.kind != "f":
             array = array.astype(np.float32)
-        super().__init__(array, requires_grad=requires_grad)
+        super().__init__(array, requires_grad=requires_grad, dtype=dtype)
 
     def __repr__(self):
         return "Parameter" + super().__repr__()[len("Tensor"):]

@@ -3,11 +3,11 @@
 # %% auto #0
 __all__ = ['Optimizer', 'SGD', 'Adam', 'AdamW', 'Adagrad', 'SparseAdam']
 
-# %% ../../modules/06_optimizers/optimizers_dev.ipynb #f710fe00
+# %% ../../modules/06_optimizers/optimizers_dev.ipynb #397aeec2
 import math
 import numpy as np
 from .tensor import Tensor
-from .autograd import RowSparseGrad, segment_sum
+from .autograd import RowSparseGrad
 
 # %% ../../modules/06_optimizers/optimizers_dev.ipynb #785379ba
 def _unique_parameters(params):
@@ -52,7 +52,7 @@ def _check_betas(betas):
             raise ValueError(f"betas[{i}] must be in [0, 1); got {beta}")
     return float(betas[0]), float(betas[1])
 
-# %% ../../modules/06_optimizers/optimizers_dev.ipynb #523da73c
+# %% ../../modules/06_optimizers/optimizers_dev.ipynb #519aeda1
 def _scaled(grad, factor):
     "factor * grad, for a dense array or a RowSparseGrad (a new object either way)."
     if isinstance(grad, RowSparseGrad):
@@ -110,13 +110,8 @@ class Optimizer:
             return grad.astype(p.dtype, copy=False)
         if grad.shape != p.shape:
             raise ValueError(f"params[{i}] has shape {p.shape} but its row-sparse gradient has shape {grad.shape}")
-        rows, values = grad.indices, grad.values.astype(p.dtype, copy=False)
-        if len(rows) and (rows.min() < 0 or rows.max() >= p.shape[0]):
-            bad = rows[(rows < 0) | (rows >= p.shape[0])][0]
-            raise IndexError(f"params[{i}]: row-sparse gradient row {bad} is out of range [0, {p.shape[0]})")
-        if np.any(rows[1:] <= rows[:-1]):            # unsorted or repeated rows: sum them (PyTorch's coalesce)
-            rows, values = segment_sum(rows, values)
-        return RowSparseGrad(rows, values, p.shape)
+        # RowSparseGrad itself guarantees sorted, unique, in-range rows (PyTorch's "coalesced")
+        return RowSparseGrad(grad.indices, grad.values.astype(p.dtype, copy=False), p.shape)
 
     def _update(self, p, grad, state):
         raise NotImplementedError(f"{type(self).__name__} must define _update(p, grad, state)")

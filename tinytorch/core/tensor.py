@@ -170,7 +170,7 @@ class Tensor:
     def softmax(self, axis=-1): return SoftmaxBackward.apply(self, axis=axis)
     def log_softmax(self, axis=-1): return LogSoftmaxBackward.apply(self, axis=axis)
 
-# %% ../../modules/01_tensor/tensor_dev.ipynb #d5816b3d
+# %% ../../modules/01_tensor/tensor_dev.ipynb #a67b1995
 class AddBackward(Function):
     @staticmethod
     def forward(ctx, a, b):
@@ -194,13 +194,36 @@ class SubBackward(Function):
 class MulBackward(Function):
     @staticmethod
     def forward(ctx, a, b):
+        """The elementwise product `a * b` (NumPy broadcasting).
+
+        TODO: save what the backward needs and return the product.
+
+        APPROACH:
+        1. `ctx.save_for_backward(a, b)`: each input's gradient needs the other input.
+        2. Return `a * b`.
+        """
+        ### BEGIN SOLUTION
         ctx.save_for_backward(a, b)
         return a * b
+        ### END SOLUTION
 
     @staticmethod
     def backward(ctx, grad):
+        """dL/da and dL/db from `grad` = dL/d(a * b).
+
+        TODO: return `(grad_a, grad_b)`.
+
+        APPROACH:
+        1. `a, b = ctx.saved`.
+        2. d(ab)/da = b and d(ab)/db = a, so multiply `grad` by the other input.
+
+        HINTS:
+        - Return them in the output's (broadcast) shape: the engine's `unbroadcast` sums each back to its input's shape.
+        """
+        ### BEGIN SOLUTION
         a, b = ctx.saved
         return grad * b, grad * a
+        ### END SOLUTION
 
 
 class DivBackward(Function):
@@ -265,7 +288,7 @@ def _power(x, exponent):
         return (exponent * x.log()).exp()
     return PowBackward.apply(x, exponent=_as_tensor(exponent, x).data)  # x ** np.float64(2) stays float32
 
-# %% ../../modules/01_tensor/tensor_dev.ipynb #f425fa4c
+# %% ../../modules/01_tensor/tensor_dev.ipynb #c436d62c
 class MatMulBackward(Function):
     @staticmethod
     def forward(ctx, a, b):
@@ -274,6 +297,24 @@ class MatMulBackward(Function):
 
     @staticmethod
     def backward(ctx, grad):
+        """dL/da = grad @ bᵀ and dL/db = aᵀ @ grad, for batched and 1-D operands.
+
+        TODO: return `(grad_a, grad_b)`.
+
+        APPROACH:
+        1. `a, b = ctx.saved`. Make 1-D operands 2-D: a (k,) -> (1, k), b (k,) -> (k, 1), and give `grad` back
+           the axis each lost: `np.expand_dims(grad, -1)` if b is 1-D, then `np.expand_dims(.., -2)` if a is 1-D.
+        2. grad_a = g @ (b2 with its last two axes swapped); grad_b = (a2 with its last two axes swapped) @ g.
+        3. Squeeze the added axes away again for the 1-D operands.
+
+        EXAMPLE:
+        a (2, 3), b (3, 4), grad (2, 4) -> grad_a (2, 3), grad_b (3, 4)
+
+        HINTS:
+        - Swap only the last two axes (`np.swapaxes(x, -1, -2)`), never the batch axes.
+        - Batch axes that broadcast in the forward are summed back by the engine (`unbroadcast`), not here.
+        """
+        ### BEGIN SOLUTION
         a, b = ctx.saved
         a2 = a[None, :] if a.ndim == 1 else a          # (k,) -> (1, k)
         b2 = b[:, None] if b.ndim == 1 else b          # (k,) -> (k, 1)
@@ -289,6 +330,7 @@ class MatMulBackward(Function):
         if b.ndim == 1:
             grad_b = grad_b.squeeze(-1)
         return grad_a, grad_b
+        ### END SOLUTION
 
 
 def _matmul(a, b):
@@ -307,7 +349,7 @@ def _matmul(a, b):
                          f"{a.shape[:-2]} and {b.shape[:-2]} do not broadcast") from None
     return MatMulBackward.apply(a, b)
 
-# %% ../../modules/01_tensor/tensor_dev.ipynb #4df0c339
+# %% ../../modules/01_tensor/tensor_dev.ipynb #e41fa205
 def _expand_reduced(grad, shape, axis, keepdims):
     "Give a reduced gradient back its reduced axes (size 1) so it broadcasts against `shape`."
     if axis is None or keepdims:
@@ -324,8 +366,22 @@ class SumBackward(Function):
 
     @staticmethod
     def backward(ctx, grad):
+        """Every element that went into a sum gets that sum's upstream gradient.
+
+        TODO: return a one-element tuple: `grad` spread back over the input's shape.
+
+        APPROACH:
+        1. `shape, axis, keepdims = ctx.saved`.
+        2. Give `grad` back its reduced axes (as size 1): `_expand_reduced(grad, shape, axis, keepdims)`.
+        3. Broadcast it to `shape` as a fresh array: `np.zeros(shape, grad.dtype) + expanded`.
+
+        EXAMPLE:
+        x (2, 3), y = x.sum(axis=1), grad [1, 2] -> [[1, 1, 1], [2, 2, 2]]
+        """
+        ### BEGIN SOLUTION
         shape, axis, keepdims = ctx.saved
         return (np.zeros(shape, grad.dtype) + _expand_reduced(grad, shape, axis, keepdims),)
+        ### END SOLUTION
 
 
 class MeanBackward(Function):
@@ -382,11 +438,17 @@ class PermuteBackward(Function):
         (dims,) = ctx.saved
         return (np.transpose(grad, np.argsort([d % grad.ndim for d in dims])),)
 
-# %% ../../modules/01_tensor/tensor_dev.ipynb #a232e745
+# %% ../../modules/01_tensor/tensor_dev.ipynb #1cd68a3b
 def _is_basic_index(index):
     "True when the index has only ints, slices, None and Ellipsis (no element is picked twice)."
     parts = index if isinstance(index, tuple) else (index,)
     return all(isinstance(p, (int, np.integer, slice)) or p is None or p is Ellipsis for p in parts)
+
+
+def _picks_elements(index, ndim):
+    "True for a tuple of one integer array (or int) per axis: each output element is one input element."
+    return (isinstance(index, tuple) and len(index) == ndim and
+            all(np.asarray(i).dtype.kind in "iu" and not isinstance(i, bool) for i in index))
 
 
 class GetItemBackward(Function):
@@ -397,6 +459,24 @@ class GetItemBackward(Function):
 
     @staticmethod
     def backward(ctx, grad):
+        """Send each picked element's gradient back where it came from, summing repeats.
+
+        TODO: return a one-element tuple holding dL/dx (x's shape).
+
+        APPROACH:
+        1. `shape, index = ctx.saved`; start from zeros of `shape` in `grad`'s dtype.
+        2. A basic index (`_is_basic_index`): no element is picked twice, so assign `grad` at `index`.
+        3. An integer array of row ids (`table[ids]`): `rows, sums = segment_sum(ids, grad as one row per id)`,
+           then assign `sums` at `rows`. Negative ids first become `id % shape[0]` (-1 is the last row).
+        4. Any other advanced index: the same with flat positions, `np.arange(size).reshape(shape)[index]`.
+
+        EXAMPLE:
+        table (5, 3), index [3, 1, 3, 3], grad of ones -> rows 1 and 3 of the gradient are all 1 and all 3
+
+        HINTS:
+        - `full[index] += grad` is wrong for repeated indices: NumPy applies only one of the additions.
+        """
+        ### BEGIN SOLUTION
         shape, index = ctx.saved
         full = np.zeros(shape, dtype=grad.dtype)
         if _is_basic_index(index):
@@ -408,10 +488,14 @@ class GetItemBackward(Function):
             rows, sums = segment_sum(ids, grad.reshape((-1,) + shape[1:]))
             full[rows] = sums
         else:                                                              # any other advanced index
-            positions = np.arange(full.size).reshape(shape)[index]
+            if _picks_elements(index, len(shape)):                         # x[rows, cols]: flat positions directly
+                positions = np.ravel_multi_index(np.broadcast_arrays(*(np.asarray(i) % n for i, n in zip(index, shape))), shape)
+            else:                                                          # label every element, pick the labels
+                positions = np.arange(full.size).reshape(shape)[index]
             flat_positions, sums = segment_sum(positions.reshape(-1), grad.reshape(-1))
             full.reshape(-1)[flat_positions] = sums
         return (full,)
+        ### END SOLUTION
 
 
 def _getitem(x, index):
@@ -422,7 +506,7 @@ def _getitem(x, index):
         index = np.asarray(index.data if isinstance(index, Tensor) else index)
     return GetItemBackward.apply(x, index=index)
 
-# %% ../../modules/01_tensor/tensor_dev.ipynb #e58b42bb
+# %% ../../modules/01_tensor/tensor_dev.ipynb #e211cbfc
 class ExpBackward(Function):
     @staticmethod
     def forward(ctx, x):
@@ -521,15 +605,43 @@ class GELUBackward(Function):
 class SoftmaxBackward(Function):
     @staticmethod
     def forward(ctx, x, axis=-1):
+        """softmax along `axis`: exp(x - max) / sum(exp(x - max)).
+
+        TODO: return the probabilities and save what the backward needs.
+
+        APPROACH:
+        1. Subtract the maximum along `axis` (keepdims) so that `np.exp` cannot overflow.
+        2. Divide the exponentials by their sum along `axis` (keepdims).
+        3. Save the output and `axis`: the backward needs nothing else.
+
+        EXAMPLE:
+        [[1000, 0, -1000]] -> [[1, 0, 0]], finite
+        """
+        ### BEGIN SOLUTION
         e = np.exp(x - x.max(axis=axis, keepdims=True))
         out = e / e.sum(axis=axis, keepdims=True)
         ctx.save_for_backward(out, axis)
         return out
+        ### END SOLUTION
 
     @staticmethod
     def backward(ctx, grad):
+        """dL/dx for y = softmax(x) along `axis`.
+
+        TODO: return a one-element tuple with dL/dx.
+
+        APPROACH:
+        1. `out, axis = ctx.saved` (out is y).
+        2. The Jacobian along `axis` is diag(y) - y yᵀ; applied to `grad` that is y * (grad - sum(grad * y)),
+           the sum taken along `axis` with keepdims.
+
+        HINTS:
+        - Never build the Jacobian: it is n x n for every row.
+        """
+        ### BEGIN SOLUTION
         out, axis = ctx.saved
         return (out * (grad - (grad * out).sum(axis=axis, keepdims=True)),)
+        ### END SOLUTION
 
 
 class LogSoftmaxBackward(Function):

@@ -175,7 +175,7 @@ def init_table(shape, init="xavier", rng=None, dtype=np.float32):
         table = rng.standard_normal(shape, dtype=draw_dtype) * GPT2_INIT_STD
     return table.astype(dtype, copy=False)
 
-# %% ../../modules/11_embeddings/embeddings_dev.ipynb #a985f4ed
+# %% ../../modules/11_embeddings/embeddings_dev.ipynb #cc70c392
 def _size(name, value, alias, alias_value):
     "A positive int size that has two spellings (`embedding_dim`/`embed_dim`); exactly one must be given."
     if value is not None and alias_value is not None:
@@ -211,9 +211,7 @@ def _table_parameter(shape_or_array, dtype=None):
     array = np.zeros(shape_or_array, dtype) if dtype is not None else np.asarray(shape_or_array)
     if array.dtype.kind != "f":
         raise TypeError(f"an embedding table holds floats; got dtype {array.dtype}")
-    parameter = Parameter(array)
-    parameter.data = array                        # Parameter(...) alone would store float64 as float32
-    return parameter
+    return Parameter(array, dtype=array.dtype)
 
 
 class Embedding(Module):
