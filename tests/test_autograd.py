@@ -438,3 +438,20 @@ def test_importing_tinytorch_prints_nothing():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "" and result.stderr == ""
+
+
+def test_segment_sum_mixes_long_runs_short_runs_and_singletons_exactly():
+    "Zipf-like ids: one id far past LONG_RUN, others repeated a few times, the rest once."
+    from tinytorch.core.autograd import LONG_RUN
+    rng = np.random.default_rng(7)
+    ids = np.concatenate([np.full(3 * LONG_RUN + 5, 4), np.repeat([1, 9, 2], [2, 3, LONG_RUN - 1]),
+                          np.array([0, 7, 8]), np.full(LONG_RUN, 6)])
+    rng.shuffle(ids)
+    values = rng.integers(-8, 8, (len(ids), 5)).astype(np.float64)   # integer-valued: sums are exact in any order
+    unique_ids, sums = segment_sum(ids, values)
+    reference = np.zeros((10, 5))
+    np.add.at(reference, ids, values)
+    assert unique_ids.tolist() == sorted(set(ids.tolist()))
+    np.testing.assert_array_equal(sums, reference[unique_ids])
+    again = segment_sum(ids, values.astype(np.float32))[1]
+    np.testing.assert_array_equal(again, segment_sum(ids, values.astype(np.float32))[1])   # deterministic
