@@ -4,7 +4,12 @@
     tito test --all [-- PYTEST_ARGS]
     tito export
     tito module list
-    tito module complete NAME_OR_NUMBER
+    tito module release NAME_OR_NUMBER | --all [--out DIR] [--force]   (alias: generate)
+    tito module start NAME_OR_NUMBER
+    tito module status
+    tito module reset NAME_OR_NUMBER [--yes]
+    tito module export NAME_OR_NUMBER
+    tito module complete NAME_OR_NUMBER [-- PYTEST_ARGS]
     tito system doctor
     tito demo embeddings [DEMO_ARGS]
 
@@ -24,61 +29,29 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tito import ui
+from tito import learner, ui
 from tito.repo import (
-    Module, RepoError, Settings, describe_modules, discover_modules, find_root,
-    module_test_files, resolve_module, subprocess_env,
+    RepoError, Settings, describe_modules, discover_modules, find_root, resolve_module, subprocess_env,
 )
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 INSTALL_DEV_HINT = 'not installed (pip install -e ".[dev]")'
 
 # Demo name -> module with a `main(argv) -> int | None` function.
-DEMOS = {"embeddings": "tinytorch.text.demo"}
+DEMOS = {"embeddings": "tinytorch.text.skipgram"}
 
 
 # ---------------------------------------------------------------------------
 # tito test
 
 
-def _test_module(root: Path, module: Module, pytest_args: list[str]) -> bool:
-    """Run a module's pytest files and its notebook; print what happened."""
-    from tito.notebooks import run_notebook
-    from tito.pytest_run import run_pytest
-
-    ui.heading(f"module {module.number:02d} {module.name} ({module.folder.relative_to(root)})")
-    test_files = module_test_files(root, module)
-    if test_files:
-        relative = [str(path.relative_to(root)) for path in test_files]
-        ui.info(f"pytest {' '.join(relative)}")
-        tests = run_pytest(root, [*relative, *pytest_args])
-        tests_ok = tests.ok
-        tests_line = f"pytest: {tests.summary} (exit code {tests.exit_code})"
-    else:
-        tests_ok = True
-        tests_line = f"pytest: no test files (tests/test_{module.name}.py or tests/test_{module.name}_*.py)"
-
-    notebooks = {}
-    for path in module.notebooks:
-        ui.info(f"executing {path.relative_to(root)}")
-        notebooks[path] = run_notebook(path, root=root)
-
-    print(f"\nSummary for {module.label}:")
-    if test_files:
-        ui.status(tests_ok, tests_line)
-    else:
-        ui.warn(tests_line)
-    for path, notebook in notebooks.items():
-        outcome = "executed OK" if notebook.ok else "failed"
-        ui.status(notebook.ok, f"notebook {path.name}: {outcome}: {notebook.headline}")
-        if notebook.failure is not None:
-            print(ui.indent(notebook.failure.traceback))
-    return tests_ok and all(notebook.ok for notebook in notebooks.values())
-
-
 def _test_modules(root: Path, references: list[str], pytest_args: list[str]) -> int:
+    """Each module's pytest files, the notebooks its package code was exported
+    from, and a scan for unimplemented stubs (see tito.checks)."""
+    from tito.checks import check_module
+
     modules = [resolve_module(root, reference) for reference in references]  # fail fast on a typo
-    results = {module.label: _test_module(root, module, pytest_args) for module in dict.fromkeys(modules)}
+    results = {module.label: check_module(root, module, pytest_args).ok for module in dict.fromkeys(modules)}
     if len(results) > 1:
         print("\nAll modules:")
         for label, ok in results.items():
@@ -105,6 +78,7 @@ def _export_and_report(root: Path) -> bool:
 
     package = Settings.read(root).lib_path
     before = snapshot(root / package)
+    learners = learner.learner_exports(root)
     try:
         export(root)
     except ExportError as error:
@@ -117,6 +91,10 @@ def _export_and_report(root: Path) -> bool:
             print(f"    {line}")
     else:
         ui.status(True, f"exported notebooks into {package}/; no files changed")
+    for path, notebook in learners.items():
+        if path.is_file() and learner.exported_from(path) != notebook:
+            ui.info(f"{path.relative_to(root).as_posix()} held your code from {notebook.relative_to(root).as_posix()}; "
+                    f"it holds the reference code again (your notebook is untouched)")
     return True
 
 
@@ -138,14 +116,6 @@ def cmd_module_list(root: Path, args: argparse.Namespace, extra: list[str]) -> i
     if not modules:
         print(describe_modules(modules))
     return EXIT_OK
-
-
-def cmd_module_complete(root: Path, args: argparse.Namespace, extra: list[str]) -> int:
-    module = resolve_module(root, args.module)
-    ui.heading(f"completing module {module.label}: export, then test")
-    if not _export_and_report(root):
-        return EXIT_FAILED
-    return _test_modules(root, [module.label], extra)
 
 
 # ---------------------------------------------------------------------------
@@ -204,6 +174,9 @@ def cmd_doctor(root: Path, args: argparse.Namespace, extra: list[str]) -> int:
                 report(False, f"{settings.lib_path}/ is out of sync with the notebooks (run `tito export`):")
                 for line in drift.drift_lines(prefix=f"{settings.lib_path}/"):
                     print(f"    {line}")
+                for path, notebook in learner.learner_exports(root).items():
+                    print(f"    ({path.relative_to(root).as_posix()} holds your code from "
+                          f"{notebook.relative_to(root).as_posix()}; `tito export` restores the reference)")
             else:
                 report(True, f"{settings.lib_path}/ is in sync with the notebooks in {settings.nbs_path}/")
     return EXIT_OK if all(checks) else EXIT_FAILED
@@ -255,9 +228,31 @@ def build_parser() -> argparse.ArgumentParser:
     module_commands = module.add_subparsers(dest="module_command", metavar="ACTION", required=True)
     listing = module_commands.add_parser("list", help="list the modules found in modules/")
     listing.set_defaults(handler=cmd_module_list)
-    complete = module_commands.add_parser("complete", help="export, then run the module's tests and notebook")
+    release = module_commands.add_parser(
+        "release", aliases=["generate"],
+        help="write learner notebooks (solutions replaced by stubs) to release/NN_name/")
+    which_release = release.add_mutually_exclusive_group()
+    which_release.add_argument("module", nargs="?", metavar="NAME_OR_NUMBER")
+    which_release.add_argument("--all", action="store_true", help="every module")
+    release.add_argument("--out", metavar="DIR", help="write to DIR/NN_name/ instead of release/NN_name/")
+    release.add_argument("--force", action="store_true", help="overwrite a learner notebook that has changes")
+    release.set_defaults(handler=learner.cmd_release)
+    start = module_commands.add_parser("start", help="create your notebook for a module (never overwrites it)")
+    start.add_argument("module", metavar="NAME_OR_NUMBER")
+    start.set_defaults(handler=learner.cmd_start)
+    status = module_commands.add_parser("status", help="which modules you started and completed")
+    status.set_defaults(handler=learner.cmd_status)
+    reset = module_commands.add_parser("reset", help="replace your notebook with a fresh copy (asks first)")
+    reset.add_argument("module", metavar="NAME_OR_NUMBER")
+    reset.add_argument("--yes", "-y", action="store_true", help="do not ask")
+    reset.set_defaults(handler=learner.cmd_reset)
+    export_one = module_commands.add_parser("export", help="export your notebook for a module into the package")
+    export_one.add_argument("module", metavar="NAME_OR_NUMBER")
+    export_one.set_defaults(handler=learner.cmd_export)
+    complete = module_commands.add_parser(
+        "complete", help="export your notebook, run the module's tests and notebook, record completion on a pass")
     complete.add_argument("module", metavar="NAME_OR_NUMBER")
-    complete.set_defaults(handler=cmd_module_complete)
+    complete.set_defaults(handler=learner.cmd_complete)
 
     system = commands.add_parser("system", help="check the environment")
     system_commands = system.add_subparsers(dest="system_command", metavar="ACTION", required=True)
@@ -280,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         argv, extra = argv[:split], argv[split + 1:]
     parser = build_parser()
     args = parser.parse_args(argv)
-    if extra and args.handler not in (cmd_test, cmd_module_complete, cmd_demo):
+    if extra and args.handler not in (cmd_test, learner.cmd_complete, cmd_demo):
         parser.error(f"`tito {args.command}` takes no arguments after --")
     try:
         root = find_root(args.repo)

@@ -40,6 +40,22 @@ def export(root: Path) -> None:
         raise ExportError((process.stderr or process.stdout).strip() or f"exit code {process.returncode}")
 
 
+# nbdev's own single-notebook export: writes the notebook's `#| export` cells into
+# the module its `#| default_exp` names, as nbdev_export would, and touches no other file.
+_EXPORT_ONE_CODE = "import sys; from nbdev.export import nb_export; [nb_export(path) for path in sys.argv[1:]]"
+
+
+def export_notebooks(root: Path, notebooks: list[Path]) -> None:
+    """Export just these notebooks into the package (e.g. a learner's notebook,
+    which lives outside modules/ where nbdev_export never looks)."""
+    process = subprocess.run(
+        [sys.executable, "-c", _EXPORT_ONE_CODE, *map(str, notebooks)], cwd=root, env=subprocess_env(root),
+        capture_output=True, text=True, errors="replace",
+    )
+    if process.returncode != 0:
+        raise ExportError((process.stderr or process.stdout).strip() or f"exit code {process.returncode}")
+
+
 def snapshot(folder: Path) -> dict[str, str]:
     """Relative path -> SHA-256 of every source file under `folder`."""
     if not folder.is_dir():
@@ -85,11 +101,18 @@ class Changes:
 
 
 def _is_generated(path: Path) -> bool:
+    """nbdev's header is the first line, or follows the module docstring it
+    writes from a notebook's `> summary` line."""
     try:
         with path.open(encoding="utf-8") as handle:
-            return handle.readline().startswith(GENERATED_HEADER)
+            for _, line in zip(range(40), handle):
+                if line.startswith(GENERATED_HEADER):
+                    return True
+                if line.startswith("# %%"):
+                    break
     except (OSError, UnicodeDecodeError):
-        return False
+        pass
+    return False
 
 
 def check_sync(root: Path) -> Changes:
