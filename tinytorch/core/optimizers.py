@@ -3,11 +3,11 @@
 # %% auto #0
 __all__ = ['ROWS_PER_BLOCK', 'Optimizer', 'SGD', 'Adam', 'AdamW', 'Adagrad', 'SparseAdam']
 
-# %% ../../modules/06_optimizers/optimizers_dev.ipynb #397aeec2
+# %% ../../modules/06_optimizers/optimizers_dev.ipynb #7dfefdc8
 import math
 import numpy as np
 from .tensor import Tensor
-from .autograd import RowSparseGrad
+from .autograd import RowSparseGrad, parallel_rows
 
 # %% ../../modules/06_optimizers/optimizers_dev.ipynb #785379ba
 def _unique_parameters(params):
@@ -52,7 +52,7 @@ def _check_betas(betas):
             raise ValueError(f"betas[{i}] must be in [0, 1); got {beta}")
     return float(betas[0]), float(betas[1])
 
-# %% ../../modules/06_optimizers/optimizers_dev.ipynb #22cf3549
+# %% ../../modules/06_optimizers/optimizers_dev.ipynb #92c140bb
 def _scaled(grad, factor):
     "factor * grad, for a dense array or a RowSparseGrad (a new object either way)."
     if isinstance(grad, RowSparseGrad):
@@ -63,16 +63,21 @@ def _scaled(grad, factor):
 ROWS_PER_BLOCK = 256  # a block of 256 rows of 768 float32 is 0.8 MB: its temporaries stay in cache
 
 
-def _row_blocks(count):
-    "Slices covering `count` rows in blocks of ROWS_PER_BLOCK."
-    return [slice(start, start + ROWS_PER_BLOCK) for start in range(0, count, ROWS_PER_BLOCK)]
+def _for_row_blocks(grad, update_block):
+    "Call `update_block(rows, values)` on blocks of a RowSparseGrad's rows, the blocks shared out over the cores."
+    def update_range(start, stop):
+        for block in range(start, stop, ROWS_PER_BLOCK):
+            block = slice(block, min(block + ROWS_PER_BLOCK, stop))
+            update_block(grad.indices[block], grad.values[block])
+    parallel_rows(len(grad.indices), update_range, grad.values.nbytes)   # rows are unique: ranges never collide
 
 
 def _add_to(data, update, alpha):
-    "data += alpha * update, in place; a RowSparseGrad touches only its rows, a block at a time."
+    "data += alpha * update, in place; a RowSparseGrad touches only its rows."
     if isinstance(update, RowSparseGrad):
-        for block in _row_blocks(len(update.indices)):
-            data[update.indices[block]] += alpha * update.values[block]
+        def add_block(rows, values):
+            data[rows] += alpha * values
+        _for_row_blocks(update, add_block)
     else:
         data += alpha * update
 
@@ -203,7 +208,7 @@ class AdamW(Adam):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
         super().__init__(params, lr, betas, eps, weight_decay)
 
-# %% ../../modules/06_optimizers/optimizers_dev.ipynb #8961f358
+# %% ../../modules/06_optimizers/optimizers_dev.ipynb #850b3191
 class Adagrad(Optimizer):
     "Adagrad (PyTorch's formulas). Row-sparse gradients update only their rows of the sum and the weights."
 
@@ -229,18 +234,18 @@ class Adagrad(Optimizer):
         lr = self.lr / (1 + (state["step"] - 1) * self.lr_decay)
         total = state["sum"]
         if isinstance(grad, RowSparseGrad):
-            for block in _row_blocks(len(grad.indices)):
-                rows, g = grad.indices[block], grad.values[block]
+            def update_block(rows, g):
                 total_rows = total[rows] + g * g
                 total[rows] = total_rows
                 p.data[rows] += -lr * (g / (np.sqrt(total_rows) + self.eps))
+            _for_row_blocks(grad, update_block)
             return
         if self.weight_decay:
             grad = grad + self.weight_decay * p.data
         total += grad * grad
         p.data += -lr * (grad / (np.sqrt(total) + self.eps))
 
-# %% ../../modules/06_optimizers/optimizers_dev.ipynb #8c1f9b9e
+# %% ../../modules/06_optimizers/optimizers_dev.ipynb #ce1b6e1c
 class SparseAdam(Optimizer):
     "Lazy Adam for row-sparse gradients (PyTorch's SparseAdam): only the rows present update m, v and p."
 
@@ -263,10 +268,10 @@ class SparseAdam(Optimizer):
         beta1, beta2 = self.betas
         m, v = state["exp_avg"], state["exp_avg_sq"]
         step_size = self.lr * math.sqrt(1 - beta2 ** state["step"]) / (1 - beta1 ** state["step"])
-        for block in _row_blocks(len(grad.indices)):
-            rows, g = grad.indices[block], grad.values[block]
+        def update_block(rows, g):
             m_old, v_old = m[rows], v[rows]
             m_new = m_old + (g - m_old) * (1 - beta1)
             v_new = v_old + (g * g - v_old) * (1 - beta2)
             m[rows], v[rows] = m_new, v_new
             p.data[rows] += -step_size * (m_new / (np.sqrt(v_new) + self.eps))
+        _for_row_blocks(grad, update_block)
