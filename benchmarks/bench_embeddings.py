@@ -1,4 +1,4 @@
-"""Embedding speed and memory, side by side in one run.
+"""Embedding training speed and memory, side by side in one run (serving-side lookups: bench_serving.py).
 
     python benchmarks/bench_embeddings.py            # GPT-2 size and a small size (about a minute)
     python benchmarks/bench_embeddings.py --small    # the small size only (seconds)
