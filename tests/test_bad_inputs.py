@@ -6,9 +6,8 @@ and no partial state change: every array, tensor, gradient, optimiser buffer, ra
 attribute reachable from the objects involved is byte-identical before and after the failing call.
 
 Where an empty input is valid, `test_empty_inputs_are_valid_and_give_empty_results` checks the result
-instead; how mixed float dtypes behave is documented by the `test_mixed_float_dtypes_*` tests.
-PENDING_CASES lists inputs that currently fail badly (wrong type, unhelpful message, or no error);
-they are not run here and are reported for the modules' owners to fix.
+instead (and a far RoPE position, which is valid too, has its own test); how mixed float dtypes behave is
+documented by the `test_mixed_float_dtypes_*` tests.
 """
 from collections import Counter, namedtuple
 
@@ -124,6 +123,15 @@ def stepped(optimizer, bad_grad, sparse_first=False):
     return build
 
 
+def after_setting_lr(build_stepped, lr):
+    "Build: as `build_stepped`, whose gradients are all fine, but with `opt.lr = lr` set after the first step."
+    def build():
+        step, watched = build_stepped()
+        watched[0].lr = lr
+        return step, watched
+    return build
+
+
 def backward_with(gradient):
     "Build: y = 2x after one good backward (x.grad set); y.backward(gradient) must refuse and leave x.grad."
     def build():
@@ -215,6 +223,20 @@ CASES = [
          IndexError, r"token id 4 is out of range for a vocabulary of 4 tokens \(valid ids are 0..3\)"),
     Case("ids/bpe-decode-unlearned-merge", on(BPETokenizer, lambda t: t.decode([104, 256])),
          IndexError, r"token id 256 is out of range for a vocabulary of 256 tokens \(valid ids are 0..255\)"),
+    Case("ids/char-decode-bool", on(char_tokenizer, lambda t: t.decode([True, False])),
+         TypeError, r"token ids must be integers; got True of type bool"),
+    Case("ids/char-decode-float", on(char_tokenizer, lambda t: t.decode([1.5])),
+         TypeError, r"token ids must be integers; got 1.5 of type float"),
+    Case("ids/char-decode-nan", on(char_tokenizer, lambda t: t.decode([NAN])),
+         TypeError, r"token ids must be integers; got nan"),
+    Case("ids/char-decode-float-array", on(char_tokenizer, lambda t: t.decode(np.array([1.0, 2.0]))),
+         TypeError, r"token ids must be integers; got .*1\.0.* of type float64"),
+    Case("ids/word-decode-numpy-bool", on(lambda: WordTokenizer(["cat", "dog"]), lambda t: t.decode([np.True_])),
+         TypeError, r"token ids must be integers; got .*True.* of type bool"),
+    Case("ids/embedding-python-int-beyond-int64", on(emb(), lambda e: e([1, 2**70])),
+         IndexError, r"token id 1180591620717411303424 at position \(1,\) " + RANGE10),
+    Case("ids/functional-python-int-beyond-int64", on(table, lambda w: embedding([[0], [-2**70]], w)),
+         IndexError, r"token id -1180591620717411303424 at position \(1, 0\) is out of range \[0, 4\)"),
 
     # ---------------------------------------------------------------- shapes: wrong ranks and shapes
     Case("shapes/add-not-broadcastable", on(lambda: Tensor(np.ones((2, 3)), requires_grad=True),
@@ -240,6 +262,20 @@ CASES = [
          ValueError, r"stack needs tensors of one shape; got shapes \[\(2,\), \(3,\)\]"),
     Case("shapes/concatenate-nothing", constructing(lambda: concatenate([])),
          ValueError, r"concatenate needs at least one tensor"),
+    Case("shapes/concatenate-axis-out-of-range",
+         constructing(lambda: concatenate([Tensor(np.ones((2, 3))), Tensor(np.ones((2, 3)))], axis=5)),
+         IndexError, r"axis 5 is out of range for a 2-D tensor \(valid axes are -2..1\)"),
+    Case("shapes/transpose-axis-out-of-range", on(lambda: Tensor(np.ones((2, 3))), lambda x: x.transpose(0, 5)),
+         IndexError, r"axis 5 is out of range for a 2-D tensor \(valid axes are -2..1\)"),
+    Case("shapes/transpose-of-1d", on(lambda: Tensor(np.ones(3), requires_grad=True), lambda x: x.transpose()),
+         IndexError, r"axis -2 is out of range for a 1-D tensor \(valid axes are -1..0\)"),
+    Case("shapes/transpose-float-axis", on(lambda: Tensor(np.ones((2, 3))), lambda x: x.transpose(0, 1.0)),
+         TypeError, r"axis must be an int; got 1.0"),
+    Case("shapes/max-of-empty", on(lambda: Tensor(np.zeros((0, 3)), requires_grad=True), lambda x: x.max()),
+         ValueError, r"max over axis=None of a tensor of shape \(0, 3\) is undefined: "
+                     r"every reduced axis needs at least one element"),
+    Case("shapes/max-over-empty-axis", on(lambda: Tensor(np.zeros((2, 0))), lambda x: x.max(axis=-1)),
+         ValueError, r"max over axis=-1 of a tensor of shape \(2, 0\)"),
     Case("shapes/strings-as-tensor", constructing(lambda: Tensor(["a", "b"])),
          TypeError, r"Tensor data must be numbers or bools; got dtype <U1"),
     Case("shapes/integer-tensor-requires-grad", constructing(lambda: Tensor([1, 2], requires_grad=True)),
@@ -274,6 +310,12 @@ CASES = [
     Case("shapes/load-state-dict-missing-key", on(lambda: Linear(2, 3, seed=0),
                                                  lambda m: m.load_state_dict({"weight": np.zeros((2, 3))})),
          KeyError, r"missing key\(s\) \['bias'\]; the module expects \['weight', 'bias'\]"),
+    Case("shapes/load-state-dict-none", on(lambda: Linear(2, 3, seed=0), lambda m: m.load_state_dict(None)),
+         TypeError, r"state_dict must be a mapping of parameter name -> array, such as module.state_dict\(\); "
+                    r"got NoneType"),
+    Case("shapes/load-state-dict-list", on(lambda: Linear(2, 3, seed=0),
+                                          lambda m: m.load_state_dict([np.zeros((2, 3)), np.zeros(3)])),
+         TypeError, r"state_dict must be a mapping .* got list"),
     Case("shapes/load-state-dict-strings", on(lambda: Linear(2, 3, seed=0),
                                              lambda m: m.load_state_dict({"weight": np.zeros((2, 3)),
                                                                           "bias": np.array(["a", "b", "c"])})),
@@ -281,6 +323,8 @@ CASES = [
     Case("shapes/cross-entropy-target-shape", on(logits, lambda z: cross_entropy(z, [0, 1, 2])),
          ValueError, r"targets of shape \(3,\) do not match logits of shape \(2, 3\): "
                      r"expected targets of shape \(2,\)"),
+    Case("shapes/cross-entropy-0d-logits", constructing(lambda: cross_entropy(Tensor(1.0), np.array(0))),
+         ValueError, r"logits must be at least 1-D, of shape \(\*, C\) .* got a 0-D tensor"),
     Case("shapes/cross-entropy-integer-logits", constructing(lambda: cross_entropy(np.zeros((2, 3), np.int64), [0, 1])),
          TypeError, r"logits must be floating point; got dtype int64"),
     Case("shapes/mse-shapes", on(lambda: Tensor(np.ones((2, 3)), requires_grad=True),
@@ -292,6 +336,11 @@ CASES = [
          ValueError, r"pretrained weights must be 2-D .* got shape \(4,\)"),
     Case("shapes/attend-hidden-size", on(emb(), lambda e: e.attend(np.ones((2, 5), F32))),
          ValueError, r"attend needs hidden states of shape \(\*, 4\); got \(2, 5\)"),
+    Case("shapes/embedding-ragged-ids", on(emb(), lambda e: e([[1, 2], [3]])),
+         ValueError, r"token ids must form a rectangular array \(nested lists of equal lengths\); "
+                     r"got \[\[1, 2\], \[3\]\]"),
+    Case("shapes/layer-ragged-ids", on(layer(), lambda m: m([[1, 2, 3], [4]])),
+         ValueError, r"token ids must form a rectangular array .* got \[\[1, 2, 3\], \[4\]\]"),
     Case("shapes/layer-single-id", on(layer(), lambda m: m(3)),
          ValueError, r"EmbeddingLayer needs token ids of shape \(seq,\) or \(batch, seq\); got a single id"),
     Case("shapes/positional-encoding-width", on(lambda: PositionalEncoding(8, 4, seed=0),
@@ -350,6 +399,10 @@ CASES = [
          ValueError, r"max_norm must be a positive number or None; got 0.0"),
     Case("sizes/embedding-max-norm-nan", constructing(lambda: Embedding(10, 4, max_norm=NAN)),
          ValueError, r"max_norm must be a positive number or None; got nan"),
+    Case("sizes/embedding-max-norm-string", constructing(lambda: Embedding(10, 4, max_norm="1")),
+         TypeError, r"max_norm must be a positive number or None; got '1'"),
+    Case("sizes/functional-max-norm-negative", on(table, lambda w: embedding([0, 1], w, max_norm=-1.0)),
+         ValueError, r"max_norm must be a positive number or None; got -1.0"),  # would negate the rows it reads
     Case("sizes/from-pretrained-empty", constructing(lambda w: Embedding.from_pretrained(w), lambda: np.ones((0, 3))),
          ValueError, r"vocab_size must be a positive int; got 0"),
     Case("sizes/linear-in-0", constructing(lambda: Linear(0, 3)),
@@ -376,6 +429,10 @@ CASES = [
          ValueError, r"embedding_dim must be a positive int; got -2"),
     Case("sizes/sinusoidal-base-1", constructing(lambda: create_sinusoidal_embeddings(4, 4, base=1)),
          ValueError, r"base must be a number greater than 1; got 1"),
+    Case("sizes/sinusoidal-base-string", constructing(lambda: create_sinusoidal_embeddings(4, 4, base="10000")),
+         TypeError, r"base must be a number greater than 1; got '10000'"),
+    Case("sizes/rope-base-none", constructing(lambda: RotaryEmbedding(4, base=None)),
+         TypeError, r"base must be a number greater than 1; got None"),
     Case("sizes/rope-dim-0", constructing(lambda: RotaryEmbedding(0)),
          ValueError, r"dim must be a positive int; got 0"),
     Case("sizes/rope-max-seq-len-0", constructing(lambda: RotaryEmbedding(4, max_seq_len=0)),
@@ -426,6 +483,12 @@ CASES = [
          ValueError, r"betas\[1\] must be in \[0, 1\); got nan"),
     Case("optimizers/adam-betas-not-a-pair", constructing(lambda p: Adam(p, betas=(0.9,)), one_param),
          ValueError, r"betas must be a pair \(beta1, beta2\); got \(0.9,\)"),
+    Case("optimizers/adam-betas-none", constructing(lambda p: Adam(p, betas=None), one_param),
+         TypeError, r"betas must be a pair \(beta1, beta2\) of numbers; got None"),
+    Case("optimizers/adam-betas-string", constructing(lambda p: Adam(p, betas="ab"), one_param),
+         TypeError, r"betas must be a pair \(beta1, beta2\) of numbers; got 'ab'"),
+    Case("optimizers/sparse-adam-beta-string", constructing(lambda p: SparseAdam(p, betas=(0.9, "0.99")), one_param),
+         TypeError, r"betas must be a pair \(beta1, beta2\) of numbers; got \(0.9, '0.99'\)"),
     Case("optimizers/sgd-momentum-negative", constructing(lambda p: SGD(p, lr=0.1, momentum=-0.9), one_param),
          ValueError, r"momentum must be >= 0; got momentum=-0.9"),
     Case("optimizers/sgd-weight-decay-nan", constructing(lambda p: SGD(p, lr=0.1, weight_decay=NAN), one_param),
@@ -452,6 +515,17 @@ CASES = [
     Case("optimizers/sparse-adam-step-dense-gradient",
          stepped(lambda ps: SparseAdam(ps, lr=0.1), lambda p: np.ones((5, 2)), sparse_first=True),
          TypeError, r"params\[1\] \(shape \(5, 2\)\): SparseAdam needs a row-sparse gradient .* use Adam"),
+    # `lr` may be changed between steps (a schedule): step() checks it again before touching anything
+    *[Case(f"optimizers/{name}-lr-set-to-{label}-between-steps",
+           after_setting_lr(stepped(optimizer, good_grad, sparse_first=sparse), lr), error, match)
+      for name, optimizer, good_grad, sparse in (
+          ("sgd", lambda ps: SGD(ps, lr=0.1, momentum=0.9), lambda p: np.full((5, 2), 0.5), False),
+          ("adam", lambda ps: Adam(ps, lr=0.1), lambda p: np.full((5, 2), 0.5), False),
+          ("adagrad", lambda ps: Adagrad(ps, lr=0.1), lambda p: np.full((5, 2), 0.5), False),
+          ("sparse-adam", lambda ps: SparseAdam(ps, lr=0.1), sparse_rows([1, 3]), True))
+      for label, lr, error, match in (("negative", -0.01, ValueError, r"lr must be >= 0; got lr=-0.01"),
+                                      ("nan", NAN, ValueError, r"lr must be >= 0; got lr=nan"),
+                                      ("none", None, TypeError, r"lr must be a number; got None"))],
     Case("optimizers/adagrad-weight-decay-sparse",
          stepped(lambda ps: Adagrad(ps, lr=0.1, weight_decay=0.1), sparse_rows([2])),
          TypeError, r"params\[1\] \(shape \(5, 2\)\): Adagrad's weight_decay=0.1 cannot be used with row-sparse"),
@@ -471,6 +545,10 @@ CASES = [
          ValueError, r"unknown pos_encoding 'rope'; choose one of 'learned', 'sinusoidal', None"),
     Case("options/cross-entropy-reduction", on(logits, lambda z: cross_entropy(z, [0, 1], reduction="avg")),
          ValueError, r"reduction must be one of \('mean', 'sum', 'none'\); got 'avg'"),
+    Case("options/cross-entropy-float-ignore-index", on(logits, lambda z: cross_entropy(z, [0, 1], ignore_index=1.5)),
+         TypeError, r"ignore_index must be an int or None; got 1.5"),
+    Case("options/cross-entropy-loss-layer-ignore-index", constructing(lambda: CrossEntropyLoss(ignore_index="pad")),
+         TypeError, r"ignore_index must be an int or None; got 'pad'"),
     Case("options/mse-reduction", constructing(lambda: mse_loss(np.ones(2), np.ones(2), reduction="max")),
          ValueError, r"reduction must be one of \('mean', 'sum', 'none'\); got 'max'"),
     Case("options/cross-entropy-loss-layer-reduction", constructing(lambda: CrossEntropyLoss(reduction=None)),
@@ -494,6 +572,16 @@ CASES = [
     Case("options/from-pretrained-padding",
          constructing(lambda w: Embedding.from_pretrained(w, padding_idx=3), lambda: np.ones((3, 2))),
          ValueError, r"padding_idx=3 is outside \[-3, 3\) for a vocabulary of 3"),
+    Case("options/embedding-norm-type", constructing(lambda: Embedding(10, 4, max_norm=1.0, norm_type="fro")),
+         TypeError, r"norm_type must be a positive number \(the p of the p-norm\); got 'fro'"),
+    Case("options/embedding-norm-type-zero", constructing(lambda: Embedding(10, 4, max_norm=1.0, norm_type=0)),
+         ValueError, r"norm_type must be a positive number \(the p of the p-norm\); got 0"),
+    Case("options/embedding-sparse-not-bool", constructing(lambda: Embedding(10, 4, sparse="yes")),
+         TypeError, r"sparse must be True or False; got 'yes'"),
+    Case("options/embedding-scale-grad-not-bool", constructing(lambda: Embedding(10, 4, scale_grad_by_freq=1)),
+         TypeError, r"scale_grad_by_freq must be True or False; got 1"),
+    Case("options/functional-sparse-not-bool", on(table, lambda w: embedding([0], w, sparse="no")),
+         TypeError, r"sparse must be True or False; got 'no'"),
     Case("options/embedding-integer-dtype", constructing(lambda: Embedding(10, 4, dtype=np.int64)),
          TypeError, r"an embedding table holds floats; got dtype int64"),
     Case("options/from-pretrained-integer-table",
@@ -501,60 +589,6 @@ CASES = [
          TypeError, r"an embedding table holds floats; got dtype int64"),
     Case("options/gelu-exact", constructing(lambda: GELU(approximate="none")),
          ValueError, r"GELU supports approximate='tanh' only; got approximate='none'"),
-]
-
-
-# Inputs the API does not yet handle as the rules ask (a clear error of the documented type, naming the value
-# and the allowed range). NOT RUN: each is reported to the owning module; move it into CASES once fixed.
-PENDING_CASES = [
-    # tokenization: `_check_ids` uses operator.index, which accepts bools and gives an anonymous message for floats.
-    Case("ids/char-decode-bool", on(char_tokenizer, lambda t: t.decode([True, False])),   # today: returns 'a<unk>'
-         TypeError, r"token ids must be integers; got True"),
-    Case("ids/char-decode-float", on(char_tokenizer, lambda t: t.decode([1.5])),
-         TypeError, r"token ids must be integers; got 1.5"),  # today: "'float' object cannot be interpreted as ..."
-    Case("ids/char-decode-nan", on(char_tokenizer, lambda t: t.decode([NAN])),
-         TypeError, r"token ids must be integers; got nan"),  # today: same anonymous message
-    Case("ids/char-decode-float-array", on(char_tokenizer, lambda t: t.decode(np.array([1.0, 2.0]))),
-         TypeError, r"token ids must be integers; got .*float64"),  # today: "'numpy.float64' object cannot be ..."
-    # embeddings: a Python int beyond int64 makes an object array; the message names the dtype, not the id.
-    Case("ids/embedding-python-int-beyond-int64", on(emb(), lambda e: e([1, 2**70])),
-         IndexError, r"token id 1180591620717411303424 .*\[0, 10\)"),  # today: TypeError "got dtype object"
-    # embeddings: a huge RoPE position grows the cos/sin cache to that length.
-    Case("sequence/rope-huge-position", on(lambda: RotaryEmbedding(4, max_seq_len=8),
-                                           lambda r: r(np.ones((1, 4)), positions=[2**40])),
-         ValueError, r"position 1099511627776"),      # today: MemoryError (tries to allocate 8 TiB)
-    # tensor: axis errors from list/tuple indexing.
-    Case("shapes/transpose-axis-out-of-range", on(lambda: Tensor(np.ones((2, 3))), lambda x: x.transpose(0, 5)),
-         IndexError, r"axis 5 .* 2-D"),               # today: IndexError "list index out of range"
-    Case("shapes/concatenate-axis-out-of-range",
-         constructing(lambda: concatenate([Tensor(np.ones((2, 3))), Tensor(np.ones((2, 3)))], axis=5)),
-         IndexError, r"axis 5 .* 2-D"),               # today: IndexError "tuple index out of range"
-    Case("shapes/max-of-empty", on(lambda: Tensor(np.zeros((0, 3))), lambda x: x.max()),
-         ValueError, r"shape \(0, 3\)"),              # today: NumPy's "zero-size array to reduction operation ..."
-    Case("shapes/embedding-ragged-ids", on(emb(), lambda e: e([[1, 2], [3]])),
-         ValueError, r"token ids .* rectangular"),   # today: NumPy's "setting an array element with a sequence..."
-    # losses: 0-d logits get a self-contradictory message.
-    Case("shapes/cross-entropy-0d-logits", constructing(lambda: cross_entropy(Tensor(1.0), np.array(0))),
-         ValueError, r"logits .* at least 1-D"),      # today: "targets of shape () do not match logits of shape ()"
-    Case("options/cross-entropy-float-ignore-index", on(logits, lambda z: cross_entropy(z, [0, 1], ignore_index=1.5)),
-         TypeError, r"ignore_index must be an int"),  # today: accepted silently
-    # layers: load_state_dict(None).
-    Case("shapes/load-state-dict-none", on(lambda: Linear(2, 3, seed=0), lambda m: m.load_state_dict(None)),
-         TypeError, r"state_dict must be a mapping .* got NoneType"),  # today: "argument of type 'NoneType' ..."
-    # optimizers: betas that are not a pair of numbers.
-    Case("optimizers/adam-betas-none", constructing(lambda p: Adam(p, betas=None), one_param),
-         TypeError, r"betas must be a pair .* got None"),  # today: "object of type 'NoneType' has no len()"
-    Case("optimizers/adam-betas-strings", constructing(lambda p: Adam(p, betas="ab"), one_param),
-         TypeError, r"betas.* got 'ab'"),             # today: "'<=' not supported between instances of 'int' and 'str'"
-    # embeddings: options whose type is not checked.
-    Case("sizes/sinusoidal-base-string", constructing(lambda: create_sinusoidal_embeddings(4, 4, base="10000")),
-         TypeError, r"base must be a number .* got '10000'"),  # today: "'>' not supported between 'str' and 'int'"
-    Case("sizes/embedding-max-norm-string", constructing(lambda: Embedding(10, 4, max_norm="1")),
-         TypeError, r"max_norm must be a positive number or None; got '1'"),  # today: "'>' not supported ..."
-    Case("options/embedding-norm-type", constructing(lambda: Embedding(10, 4, max_norm=1.0, norm_type="fro")),
-         ValueError, r"norm_type .* got 'fro'"),      # today: accepted; the first forward raises NumPy's ValueError
-    Case("options/embedding-sparse-not-bool", constructing(lambda: Embedding(10, 4, sparse="yes")),
-         TypeError, r"sparse must be True or False; got 'yes'"),  # today: accepted (truthy)
 ]
 
 
@@ -580,9 +614,7 @@ def test_the_battery_covers_every_category_with_at_least_60_cases():
     required = {"ids", "shapes", "sequence", "odd-dims", "sizes", "dropout", "optimizers", "options"}
     assert required <= set(counts), required - set(counts)
     assert len({case.id for case in CASES}) == len(CASES), "case ids are unique"
-    assert not {case.id for case in CASES} & {case.id for case in PENDING_CASES}
-    print("\nbad-input cases by category:", dict(sorted(counts.items())), "total", sum(counts.values()),
-          f"(+{len(PENDING_CASES)} pending)")
+    print("\nbad-input cases by category:", dict(sorted(counts.items())), "total", sum(counts.values()))
 
 
 def test_state_of_sees_every_kind_of_change():
@@ -606,8 +638,27 @@ def test_state_of_sees_every_kind_of_change():
     assert state_of(opt) != before, "an optimiser step"
     rope = RotaryEmbedding(4, max_seq_len=8)
     before = state_of(rope)
-    rope(np.ones((1, 4)), positions=[50])
+    rope(np.ones((1, 4)), positions=[20])
     assert state_of(rope) != before, "the RoPE cache growing"
+
+
+def test_a_far_rope_position_is_valid_and_computed_without_growing_the_cache():
+    """A position far beyond max_seq_len (a stray 2**40, or the most negative int64) is rotated with angles
+    computed for that call only: the cos/sin cache stays within 4 x max_seq_len rather than growing to 2**40
+    rows (8 TiB), the result matches an independent float64 rotation, and gradients still flow."""
+    rope = RotaryEmbedding(4, max_seq_len=8)
+    x = np.random.default_rng(0).standard_normal((4, 4))
+    positions = np.array([2**40, 3, -(2**40) - 1, 2**40 + 1])
+    out = rope(Tensor(x, dtype=F64), positions=positions).data
+    assert len(rope._cos) <= 4 * 8
+    angles = positions[:, None].astype(F64) * 10000.0 ** (-np.arange(0, 4, 2) / 4)
+    a, b = x[:, 0::2], x[:, 1::2]
+    np.testing.assert_allclose(out[:, 0::2], a * np.cos(angles) - b * np.sin(angles), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(out[:, 1::2], a * np.sin(angles) + b * np.cos(angles), rtol=0, atol=1e-12)
+    assert gradcheck(lambda t: rope(t, positions=positions), [Tensor(x, requires_grad=True, dtype=F64)])
+    extreme = rope(Tensor(x[:1], dtype=F64), positions=[np.iinfo(np.int64).min]).data
+    assert np.all(np.isfinite(extreme)) and np.isclose(np.linalg.norm(extreme), np.linalg.norm(x[0]))
+    assert len(rope._cos) <= 4 * 8
 
 
 # ------------------------------------------------------------------------------------------------ empty inputs (valid)

@@ -3,8 +3,9 @@
 # %% auto #0
 __all__ = ['LoadResult', 'Parameter', 'Module', 'count_parameters', 'Linear', 'Dropout', 'Sequential']
 
-# %% ../../modules/03_layers/layers_dev.ipynb #c688343f
+# %% ../../modules/03_layers/layers_dev.ipynb #f88cce85
 from collections import OrderedDict, namedtuple
+from collections.abc import Mapping
 import numpy as np
 from .tensor import Tensor
 
@@ -42,7 +43,7 @@ def _entries(name, value):
         for key, item in value.items():
             yield from _entries(f"{name}.{key}", item)
 
-# %% ../../modules/03_layers/layers_dev.ipynb #b68aed05
+# %% ../../modules/03_layers/layers_dev.ipynb #5f01a4c1
 LoadResult = namedtuple("LoadResult", ["missing_keys", "unexpected_keys"])
 
 
@@ -134,6 +135,9 @@ class Module:
         `strict`, an unexpected one) raises KeyError, a wrong shape ValueError, and the module is
         left unchanged. Returns `LoadResult(missing_keys, unexpected_keys)`.
         """
+        if not isinstance(state, Mapping):
+            raise TypeError(f"state_dict must be a mapping of parameter name -> array, such as "
+                            f"module.state_dict(); got {type(state).__name__}")
         params = OrderedDict(self.named_parameters())
         missing = [name for name in params if name not in state]
         unexpected = [name for name in state if name not in params]

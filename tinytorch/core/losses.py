@@ -8,13 +8,20 @@ import numpy as np
 from .tensor import Tensor
 from .layers import Module
 
-# %% ../../modules/04_losses/losses_dev.ipynb #0d4ebd12
+# %% ../../modules/04_losses/losses_dev.ipynb #cef006b7
 REDUCTIONS = ("mean", "sum", "none")
 
 
 def _check_reduction(reduction):
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction must be one of {REDUCTIONS}; got {reduction!r}")
+
+
+def _check_ignore_index(ignore_index):
+    "`ignore_index` is compared with integer targets, so it must be an int (or None for no ignored class)."
+    is_int = isinstance(ignore_index, (int, np.integer)) and not isinstance(ignore_index, bool)
+    if ignore_index is not None and not is_int:
+        raise TypeError(f"ignore_index must be an int or None; got {ignore_index!r}")
 
 
 def _reduce(losses, count, reduction):
@@ -34,6 +41,7 @@ def cross_entropy(logits, targets, ignore_index=None, reduction="mean"):
     `reduction`: "mean" (default, over non-ignored targets), "sum", or "none" (shape `(*)`).
     """
     _check_reduction(reduction)
+    _check_ignore_index(ignore_index)
     logits = logits if isinstance(logits, Tensor) else Tensor(logits)
     targets = np.asarray(targets.data if isinstance(targets, Tensor) else targets)
     if logits.dtype.kind != "f":
@@ -41,7 +49,10 @@ def cross_entropy(logits, targets, ignore_index=None, reduction="mean"):
     if targets.dtype.kind not in "iu":
         raise TypeError(f"targets must be integer class indices; got dtype {targets.dtype} "
                         f"(class ids are names, not quantities: use an integer array)")
-    if logits.ndim == 0 or targets.shape != logits.shape[:-1]:
+    if logits.ndim == 0:
+        raise ValueError("logits must be at least 1-D, of shape (*, C) with the classes on the last axis; "
+                         "got a 0-D tensor")
+    if targets.shape != logits.shape[:-1]:
         raise ValueError(f"targets of shape {targets.shape} do not match logits of shape {logits.shape}: "
                          f"expected targets of shape {logits.shape[:-1]} (logits are (*, C))")
     classes = logits.shape[-1]
@@ -69,12 +80,13 @@ def mse_loss(pred, target, reduction="mean"):
     diff = pred - target
     return _reduce(diff * diff, diff.size, reduction)
 
-# %% ../../modules/04_losses/losses_dev.ipynb #42d8ecec
+# %% ../../modules/04_losses/losses_dev.ipynb #66f67ad5
 class CrossEntropyLoss(Module):
     "Layer form of `cross_entropy(logits (*, C), targets (*), ignore_index, reduction)`."
 
     def __init__(self, ignore_index=None, reduction="mean"):
         _check_reduction(reduction)
+        _check_ignore_index(ignore_index)
         self.ignore_index, self.reduction = ignore_index, reduction
 
     def forward(self, logits, targets):

@@ -9,7 +9,7 @@ import numpy as np
 from .tensor import Tensor
 from .autograd import RowSparseGrad, parallel_rows
 
-# %% ../../modules/06_optimizers/optimizers_dev.ipynb #785379ba
+# %% ../../modules/06_optimizers/optimizers_dev.ipynb #ddf5aa25
 def _unique_parameters(params):
     "The tensors in `params`, each once (by identity), in order; refuses a single tensor or an empty list."
     if isinstance(params, Tensor):
@@ -34,9 +34,14 @@ def _unique_parameters(params):
     return unique
 
 
+def _is_number(value):
+    "True for Python and NumPy ints and floats; False for bools, strings, None and the rest."
+    return not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
+
+
 def _check_at_least_zero(name, value):
     "A hyperparameter that must be a number >= 0 (NaN is refused)."
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+    if not _is_number(value):
         raise TypeError(f"{name} must be a number; got {value!r}")
     if not value >= 0:
         raise ValueError(f"{name} must be >= 0; got {name}={value}")
@@ -44,15 +49,21 @@ def _check_at_least_zero(name, value):
 
 
 def _check_betas(betas):
-    "Adam's (beta1, beta2), each in [0, 1)."
-    if len(betas) != 2:
+    "Adam's (beta1, beta2): a pair of numbers, each in [0, 1)."
+    try:
+        pair = tuple(betas)
+    except TypeError:
+        pair = None
+    if pair is None or not all(map(_is_number, pair)):
+        raise TypeError(f"betas must be a pair (beta1, beta2) of numbers; got {betas!r}")
+    if len(pair) != 2:
         raise ValueError(f"betas must be a pair (beta1, beta2); got {betas!r}")
-    for i, beta in enumerate(betas):
+    for i, beta in enumerate(pair):
         if not 0 <= beta < 1:
             raise ValueError(f"betas[{i}] must be in [0, 1); got {beta}")
-    return float(betas[0]), float(betas[1])
+    return float(pair[0]), float(pair[1])
 
-# %% ../../modules/06_optimizers/optimizers_dev.ipynb #92c140bb
+# %% ../../modules/06_optimizers/optimizers_dev.ipynb #f7352feb
 def _scaled(grad, factor):
     "factor * grad, for a dense array or a RowSparseGrad (a new object either way)."
     if isinstance(grad, RowSparseGrad):
@@ -102,6 +113,7 @@ class Optimizer:
 
     def step(self):
         "Update every parameter that has a gradient; raises before changing anything if one is unusable."
+        _check_at_least_zero("lr", self.lr)           # `lr` may have been changed since construction
         work = [(p, self._prepare_grad(i, p), state)
                 for i, (p, state) in enumerate(zip(self.params, self.state)) if p.grad is not None]
         for p, grad, state in work:

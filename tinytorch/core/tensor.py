@@ -11,7 +11,7 @@ __all__ = ['Tensor', 'AddBackward', 'SubBackward', 'MulBackward', 'DivBackward',
 import numpy as np
 from .autograd import Function, backward, segment_sum
 
-# %% ../../modules/01_tensor/tensor_dev.ipynb #288499cf
+# %% ../../modules/01_tensor/tensor_dev.ipynb #509685c4
 class Tensor:
     """An n-dimensional array that can record the operations applied to it.
 
@@ -154,6 +154,7 @@ class Tensor:
 
     def transpose(self, dim0=-2, dim1=-1):
         "Swap two axes (the last two by default)."
+        dim0, dim1 = _check_axis(dim0, self.ndim), _check_axis(dim1, self.ndim)
         dims = list(range(self.ndim))
         dims[dim0], dims[dim1] = dims[dim1], dims[dim0]
         return self.permute(dims)
@@ -349,7 +350,17 @@ def _matmul(a, b):
                          f"{a.shape[:-2]} and {b.shape[:-2]} do not broadcast") from None
     return MatMulBackward.apply(a, b)
 
-# %% ../../modules/01_tensor/tensor_dev.ipynb #e41fa205
+# %% ../../modules/01_tensor/tensor_dev.ipynb #fd4a2ff6
+def _check_axis(axis, ndim):
+    "Return `axis` as 0..ndim-1 (negative counts from the end); raise naming it and the valid axes otherwise."
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"axis must be an int; got {axis!r}")
+    if not -ndim <= axis < ndim:
+        valid = f"valid axes are {-ndim}..{ndim - 1}" if ndim else "it has no axes"
+        raise IndexError(f"axis {axis} is out of range for a {ndim}-D tensor ({valid})")
+    return int(axis) % ndim
+
+
 def _expand_reduced(grad, shape, axis, keepdims):
     "Give a reduced gradient back its reduced axes (size 1) so it broadcasts against `shape`."
     if axis is None or keepdims:
@@ -400,6 +411,10 @@ class MeanBackward(Function):
 class MaxBackward(Function):
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
+        reduced = range(x.ndim) if axis is None else [_check_axis(a, x.ndim) for a in np.atleast_1d(axis)]
+        if any(x.shape[a] == 0 for a in reduced):  # NumPy's own message names neither shape nor axis
+            raise ValueError(f"max over axis={axis} of a tensor of shape {x.shape} is undefined: "
+                             "every reduced axis needs at least one element")
         out = np.asarray(x.max(axis=axis, keepdims=keepdims))
         ctx.save_for_backward(x, out, axis, keepdims)
         return out
@@ -657,7 +672,7 @@ class LogSoftmaxBackward(Function):
         out, axis = ctx.saved
         return (grad - np.exp(out) * grad.sum(axis=axis, keepdims=True),)
 
-# %% ../../modules/01_tensor/tensor_dev.ipynb #fd561c9a
+# %% ../../modules/01_tensor/tensor_dev.ipynb #a425ed77
 class ConcatenateBackward(Function):
     @staticmethod
     def forward(ctx, *arrays, axis=0):
@@ -687,6 +702,7 @@ def concatenate(tensors, axis=0):
     tensors = [t if isinstance(t, Tensor) else Tensor(t) for t in tensors]
     if not tensors:
         raise ValueError("concatenate needs at least one tensor")
+    _check_axis(axis, tensors[0].ndim)
     return ConcatenateBackward.apply(*tensors, axis=axis)
 
 

@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-# %% ../../modules/10_tokenization/tokenization_dev.ipynb #a3a25ee2
+# %% ../../modules/10_tokenization/tokenization_dev.ipynb #2c2dff22
 def _require_text(text) -> str:
     "Return `text` unchanged if it is a `str`, else raise TypeError naming the type received."
     if not isinstance(text, str):
@@ -23,11 +23,21 @@ def _require_text(text) -> str:
     return text
 
 
+def _as_token_id(value) -> int:
+    "Return `value` as a Python int if it is an int or NumPy integer; else raise TypeError naming it."
+    try:
+        if not isinstance(value, bool):  # bool is an int subclass, but True is not a token id
+            return operator.index(value)  # rejects floats and NaN
+    except TypeError:
+        pass
+    raise TypeError(f"token ids must be integers; got {value!r} of type {type(value).__name__}")
+
+
 def _check_ids(ids, vocab_size: int) -> List[int]:
-    "Return `ids` as a list of Python ints; raise IndexError for any id outside 0..vocab_size-1."
+    """Return `ids` as a list of Python ints; raise TypeError for a non-integer id (float, NaN, bool)
+    and IndexError for any id outside 0..vocab_size-1."""
     checked = []
-    for token_id in ids:
-        token_id = operator.index(token_id)  # accepts int and NumPy integers, rejects floats
+    for token_id in map(_as_token_id, ids):
         if not 0 <= token_id < vocab_size:
             raise IndexError(f"token id {token_id} is out of range for a vocabulary of "
                              f"{vocab_size} tokens (valid ids are 0..{vocab_size - 1})")
