@@ -246,3 +246,10 @@ def test_outputs_and_gradients_match_pytorch(torch, case, mode, padding_idx):
     np.testing.assert_allclose(bag.weight.grad, reference.weight.grad.numpy(), atol=1e-12)
     if psw is not None:
         np.testing.assert_allclose(ours_psw.grad, torch_psw.grad.numpy(), atol=1e-12)
+
+
+@pytest.mark.parametrize("option", ["sparse", "include_last_offset"])
+def test_bag_flags_must_be_bools(option):
+    "A string like 'no' is truthy; it must not silently switch an option on."
+    with pytest.raises(TypeError, match=rf"{option} must be True or False; got 'no'"):
+        EmbeddingBag(10, 4, **{option: "no"})

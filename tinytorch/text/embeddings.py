@@ -333,7 +333,7 @@ class Embedding(Module):
                 text += f", {name}={getattr(self, name)!r}"
         return text
 
-# %% ../../modules/11_embeddings/embeddings_dev.ipynb #9f7fb74e
+# %% ../../modules/11_embeddings/embeddings_dev.ipynb #7469f7ac
 BAG_MODES = ("sum", "mean", "max")
 
 
@@ -518,7 +518,8 @@ class EmbeddingBag(Module):
         self.embedding_dim = _size("embedding_dim", embedding_dim, "embed_dim", embed_dim)
         _check_mode(mode)
         _check_init(init)
-        self.mode, self.include_last_offset, self.sparse, self.init = mode, include_last_offset, sparse, init
+        self.mode, self.init = mode, init
+        self.include_last_offset, self.sparse = _flag("include_last_offset", include_last_offset), _flag("sparse", sparse)
         self.padding_idx = _padding_index(padding_idx, self.vocab_size)
         self._rng = np.random.default_rng(seed)
         if _weight is None:
