@@ -219,7 +219,7 @@ def init_table(shape, init="xavier", rng=None, dtype=np.float32):
         table = rng.standard_normal(shape, dtype=draw_dtype) * GPT2_INIT_STD
     return table.astype(dtype, copy=False)
 
-# %% ../../modules/11_embeddings/embeddings_dev.ipynb #f968d8b1
+# %% ../../modules/11_embeddings/embeddings_dev.ipynb #59d4d3b3
 def _size(name, value, alias, alias_value):
     "A positive int size that has two spellings (`embedding_dim`/`embed_dim`); exactly one must be given."
     if value is not None and alias_value is not None:
@@ -258,6 +258,16 @@ def _table_parameter(shape_or_array, dtype=None):
     return Parameter(array, dtype=array.dtype)
 
 
+def _attach_table(module, dtype, seed, weight=None):
+    "Give a table module its `weight`: drawn as `module.init` says (padding row zeroed), or `weight` as given."
+    module._rng = np.random.default_rng(seed)
+    if weight is None:
+        module.weight = _table_parameter((module.vocab_size, module.embedding_dim), dtype)
+        module.reset_parameters()
+    else:                                                        # from_pretrained: the caller's values, as given
+        module.weight = _table_parameter(weight)
+
+
 class Embedding(Module):
     """A learnable lookup table: token ids `(*)` -> vectors `(*, embedding_dim)`.
 
@@ -280,12 +290,7 @@ class Embedding(Module):
         self.padding_idx = _padding_index(padding_idx, self.vocab_size)
         self.max_norm, self.norm_type = max_norm, norm_type
         self.scale_grad_by_freq, self.sparse, self.init = scale_grad_by_freq, sparse, init
-        self._rng = np.random.default_rng(seed)
-        if _weight is None:
-            self.weight = _table_parameter((self.vocab_size, self.embedding_dim), dtype)
-            self.reset_parameters()
-        else:                                                    # from_pretrained: the caller's values, as given
-            self.weight = _table_parameter(_weight)
+        _attach_table(self, dtype, seed, _weight)
 
     num_embeddings = property(lambda self: self.vocab_size, doc="Same as `vocab_size` (PyTorch's name).")
 
@@ -333,7 +338,7 @@ class Embedding(Module):
                 text += f", {name}={getattr(self, name)!r}"
         return text
 
-# %% ../../modules/11_embeddings/embeddings_dev.ipynb #7469f7ac
+# %% ../../modules/11_embeddings/embeddings_dev.ipynb #bb930424
 BAG_MODES = ("sum", "mean", "max")
 
 
@@ -521,12 +526,7 @@ class EmbeddingBag(Module):
         self.mode, self.init = mode, init
         self.include_last_offset, self.sparse = _flag("include_last_offset", include_last_offset), _flag("sparse", sparse)
         self.padding_idx = _padding_index(padding_idx, self.vocab_size)
-        self._rng = np.random.default_rng(seed)
-        if _weight is None:
-            self.weight = _table_parameter((self.vocab_size, self.embedding_dim), dtype)
-            self.reset_parameters()
-        else:                                                    # from_pretrained: the caller's values, as given
-            self.weight = _table_parameter(_weight)
+        _attach_table(self, dtype, seed, _weight)
 
     num_embeddings = property(lambda self: self.vocab_size, doc="Same as `vocab_size` (PyTorch's name).")
     reset_parameters = Embedding.reset_parameters
