@@ -6,8 +6,8 @@
 __all__ = ['INITS', 'GPT2_INIT_STD', 'BAG_MODES', 'ROPE_CACHE_FACTOR', 'POS_ENCODINGS', 'BYTES_PER_FLOAT32', 'BYTES_PER_FLOAT16',
            'BYTES_PER_INT8', 'EMBEDDING_MODELS', 'as_token_ids', 'EmbeddingBackward', 'embedding', 'init_table',
            'Embedding', 'EmbeddingBagBackward', 'embedding_bag', 'EmbeddingBag', 'create_sinusoidal_embeddings',
-           'PositionalEncoding', 'rotate_pairs', 'RotaryBackward', 'RotaryEmbedding', 'EmbeddingLayer',
-           'FactorizedEmbedding', 'embedding_memory', 'embedding_memory_table']
+           'PositionalEncoding', 'SinusoidalPositionalEncoding', 'rotate_pairs', 'RotaryBackward', 'RotaryEmbedding',
+           'EmbeddingLayer', 'FactorizedEmbedding', 'embedding_memory', 'embedding_memory_table']
 
 # %% ../../modules/11_embeddings/embeddings_dev.ipynb #32590710
 import math
@@ -589,9 +589,11 @@ def create_sinusoidal_embeddings(max_seq_len, embedding_dim, base=10000.0, dtype
 
 # %% ../../modules/11_embeddings/embeddings_dev.ipynb #0b97d940
 class PositionalEncoding(Module):
-    """Learned absolute positions (GPT-2's `wpe`): x (*, seq, embedding_dim) -> x + position_embeddings[:seq].
+    """Learned absolute positions (GPT-2's `wpe`): x (*, seq, embedding_dim) -> x + position_embeddings[start:start+seq].
 
     Parameter: `position_embeddings` (max_seq_len, embedding_dim), drawn as `init` says (see `INITS`).
+    `start` (default 0) is the position of x's first vector: a KV-cached decoder feeding one new token at a
+    time passes how many tokens it has already seen.
     """
 
     def __init__(self, max_seq_len=None, embedding_dim=None, init="xavier", dtype=np.float32, seed=None, *,
@@ -609,25 +611,61 @@ class PositionalEncoding(Module):
         self.position_embeddings.data[...] = init_table(self.position_embeddings.shape, self.init, self._rng,
                                                         self.position_embeddings.dtype)
 
-    def forward(self, x):
-        "x (*, seq, embedding_dim) -> x + position_embeddings[:seq], same shape."
+    def forward(self, x, start=0):
+        "x (*, seq, embedding_dim) -> x + position_embeddings[start:start+seq], same shape."
         x = x if isinstance(x, Tensor) else Tensor(x)
-        seq_len = _check_sequence(x.shape, self.max_seq_len, self.embedding_dim)
-        return x + self.position_embeddings[:seq_len]
+        stop = _position_window(x.shape, start, self.max_seq_len, self.embedding_dim)
+        return x + self.position_embeddings[start:stop]
 
     def extra_repr(self):
         return f"{self.max_seq_len}, {self.embedding_dim}" + (f", init={self.init!r}" if self.init != "xavier" else "")
 
 
-def _check_sequence(shape, max_seq_len, embedding_dim):
-    "The sequence length of vectors of `shape` (*, seq, embedding_dim), checked against the table's size."
+class SinusoidalPositionalEncoding(Module):
+    """Fixed sinusoidal positions (the Transformer paper): x (*, seq, embedding_dim) -> x + table[start:start+seq].
+
+    No parameters: `table` (max_seq_len, embedding_dim) is `create_sinusoidal_embeddings(max_seq_len,
+    embedding_dim, base)` in `dtype`, computed once. `start` as in `PositionalEncoding`.
+    """
+
+    def __init__(self, max_seq_len=None, embedding_dim=None, base=10000.0, dtype=np.float32, *, embed_dim=None):
+        super().__init__()
+        self.max_seq_len = _positive_int("max_seq_len", max_seq_len)
+        self.embedding_dim = _size("embedding_dim", embedding_dim, "embed_dim", embed_dim)
+        self.base = base
+        self.table = create_sinusoidal_embeddings(self.max_seq_len, self.embedding_dim, base, dtype).data
+
+    def forward(self, x, start=0):
+        "x (*, seq, embedding_dim) -> x + table[start:start+seq], same shape; no gradient reaches the table."
+        x = x if isinstance(x, Tensor) else Tensor(x)
+        stop = _position_window(x.shape, start, self.max_seq_len, self.embedding_dim)
+        return x + Tensor(self.table[start:stop])
+
+    def extra_repr(self):
+        return f"{self.max_seq_len}, {self.embedding_dim}" + (f", base={self.base}" if self.base != 10000.0 else "")
+
+
+def _check_start(start):
+    "`start` as an int >= 0: the position of the first vector."
+    if not _is_int(start):
+        raise TypeError(f"start must be a non-negative int (the position of the first token); got {start!r}")
+    if start < 0:
+        raise ValueError(f"start must be a non-negative int (the position of the first token); got {start}")
+    return int(start)
+
+
+def _position_window(shape, start, max_seq_len, embedding_dim):
+    "The end of the rows start..start+seq that vectors of `shape` (*, seq, embedding_dim) use, checked against the table."
     if len(shape) < 2 or shape[-1] != embedding_dim:
         raise ValueError(f"expected vectors of shape (seq, {embedding_dim}) or (batch, seq, {embedding_dim}); "
                          f"got {shape}")
-    if shape[-2] > max_seq_len:
-        raise ValueError(f"sequence length {shape[-2]} exceeds max_seq_len={max_seq_len}: the position table has "
+    start, seq_len = _check_start(start), shape[-2]
+    if start + seq_len > max_seq_len:
+        used = (f"sequence length {seq_len}" if start == 0 else
+                f"start={start} + sequence length {seq_len} = {start + seq_len}")
+        raise ValueError(f"{used} exceeds max_seq_len={max_seq_len}: the position table has "
                          f"rows 0..{max_seq_len - 1} only")
-    return shape[-2]
+    return start + seq_len
 
 # %% ../../modules/11_embeddings/embeddings_dev.ipynb #0b938ea1
 def rotate_pairs(x, cos, sin, interleaved=True):
@@ -710,16 +748,22 @@ class RotaryEmbedding(Module):
         cos, sin = self._cos[distance], self._sin[distance]
         return cos, (sin * np.sign(positions)[..., None] if (positions < 0).any() else sin)
 
-    def forward(self, x, positions=None):
-        "x (*, seq, dim), positions ints broadcastable to (*, seq) (default 0..seq-1) -> rotated x, same shape."
+    def forward(self, x, positions=None, start=0):
+        """x (*, seq, dim), positions ints broadcastable to (*, seq) -> rotated x, same shape.
+
+        `positions` default to start, start+1, ..., start+seq-1 (`start` = tokens already in a KV cache).
+        """
         x = x if isinstance(x, Tensor) else Tensor(x)
         if x.ndim == 0 or x.shape[-1] != self.dim:
             raise ValueError(f"RotaryEmbedding(dim={self.dim}) needs x of shape (*, seq, {self.dim}); got {x.shape}")
+        start = _check_start(start)
         if positions is None:
             if x.ndim < 2:
                 raise ValueError(f"x of shape {x.shape} has no sequence axis; pass positions, "
                                  f"or x of shape (*, seq, {self.dim})")
-            positions = np.arange(x.shape[-2])
+            positions = start + np.arange(x.shape[-2])
+        elif start:
+            raise ValueError(f"pass either positions or start, not both (got start={start} and positions)")
         positions = np.asarray(positions.data if isinstance(positions, Tensor) else positions)
         if positions.dtype.kind not in "iu":
             raise TypeError(f"positions must be integers; got dtype {positions.dtype}")
@@ -765,25 +809,23 @@ class EmbeddingLayer(Module):
             self.position_encoding = PositionalEncoding(max_seq_len, self.embed_dim, init=init, dtype=dtype,
                                                         seed=position_seed)
         elif pos_encoding == "sinusoidal":
-            self.position_encoding = create_sinusoidal_embeddings(max_seq_len, self.embed_dim, dtype=dtype)
+            self.position_encoding = SinusoidalPositionalEncoding(max_seq_len, self.embed_dim, dtype=dtype)
         else:
             self.position_encoding = None
         self.dropout = Dropout(dropout, seed=dropout_seed)
 
-    def forward(self, tokens):
-        "Token ids (*, seq) -> vectors (*, seq, embed_dim)."
-        shape = _id_array(tokens).shape
+    def forward(self, tokens, start=0):
+        "Token ids (*, seq) -> vectors (*, seq, embed_dim); `start` is the position of the first token."
+        start, shape = _check_start(start), _id_array(tokens).shape
         if len(shape) == 0:
             raise ValueError("EmbeddingLayer needs token ids of shape (seq,) or (batch, seq); got a single id")
         if self.position_encoding is not None:                                          # before any lookup
-            _check_sequence(shape + (self.embed_dim,), self.max_seq_len, self.embed_dim)
+            _position_window(shape + (self.embed_dim,), start, self.max_seq_len, self.embed_dim)
         x = self.token_embedding(tokens)
         if self.scale_embeddings:
             x = x * math.sqrt(self.embed_dim)
-        if self.pos_encoding == "learned":
-            x = self.position_encoding(x)
-        elif self.pos_encoding == "sinusoidal":
-            x = x + self.position_encoding[: shape[-1]]
+        if self.position_encoding is not None:
+            x = self.position_encoding(x, start)
         return self.dropout(x)
 
     def extra_repr(self):
