@@ -7,7 +7,8 @@ import pytest
 
 from tinytorch.core.autograd import RowSparseGrad, gradcheck
 from tinytorch.core.tensor import Tensor, stack
-from tinytorch.text.embeddings import BAG_MODES, Embedding, EmbeddingBag, EmbeddingBagBackward, embedding_bag
+from tinytorch.text.bag import BAG_MODES, EmbeddingBag, EmbeddingBagBackward, embedding_bag
+from tinytorch.text.embeddings import Embedding
 
 
 def bag_bounds(ids, offsets, include_last_offset):
