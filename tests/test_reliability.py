@@ -95,3 +95,59 @@ def test_a_quantized_embedding_round_trips_through_a_checkpoint(tmp_path, bits):
     wrong_size = Sequential(QuantizedEmbedding.from_float(Embedding(21, 6, seed=0), bits=bits))
     with pytest.raises(checkpoint.CheckpointError, match="0.codes"):
         checkpoint.load_into(wrong_size, path)
+
+
+# ------------------------------------------------------------------------------------------------ fork (defect 1)
+
+def _big_lookup(seed):
+    "A lookup over the parallel threshold: 64 x 128 ids into a 50000 x 256 float32 table (8 MB of rows)."
+    from tinytorch.core.autograd import gather_rows
+    rng = np.random.default_rng(seed)
+    table = rng.standard_normal((50_000, 256), dtype=np.float32)
+    ids = rng.integers(0, 50_000, (64, 128))
+    rows = gather_rows(table, ids)
+    return bool(np.array_equal(rows, table[ids]))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() exists only on POSIX")
+def test_a_forked_child_can_use_the_worker_pool_the_parent_started(monkeypatch):
+    from tinytorch.core import autograd
+    monkeypatch.setattr(autograd._Workers, "count", 2)       # two workers even on a one-core machine
+    assert _big_lookup(0)                                     # the parent now holds a pool with live threads
+    assert autograd._Workers.pool is not None
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        result = pool.apply_async(_big_lookup, (1,))
+        try:
+            assert result.get(timeout=120), "the child's lookup was wrong"
+        except multiprocessing.TimeoutError:
+            pool.terminate()
+            pytest.fail("the forked child hung: it waited on pool threads that exist only in the parent")
+
+
+# ------------------------------------------------------------------------------------------------ threads (defect 3)
+
+def test_no_grad_in_one_thread_does_not_stop_another_thread_recording():
+    from tinytorch.core.autograd import is_grad_enabled, no_grad
+    inside, done = threading.Event(), threading.Event()
+    seen = {}
+
+    def evaluate():
+        with no_grad():
+            inside.set()
+            done.wait(timeout=60)
+            seen["evaluator"] = is_grad_enabled()
+
+    evaluator = threading.Thread(target=evaluate)
+    evaluator.start()
+    try:
+        assert inside.wait(timeout=60)
+        w = Tensor([1.0, 2.0], requires_grad=True)
+        y = (w * w).sum()                                     # this thread is not inside no_grad()
+        assert is_grad_enabled() and y.requires_grad
+        y.backward()
+        assert w.grad.tolist() == [2.0, 4.0]
+    finally:
+        done.set()
+        evaluator.join(timeout=60)
+    assert seen == {"evaluator": False}
+    assert is_grad_enabled()

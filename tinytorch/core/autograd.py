@@ -8,29 +8,33 @@ __all__ = ['PARALLEL_MIN_BYTES', 'LONG_RUN', 'is_grad_enabled', 'no_grad', 'Cont
 # %% ../../modules/05_autograd/autograd_dev.ipynb #13d2320a
 import contextlib
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 # %% ../../modules/05_autograd/autograd_dev.ipynb #42ae3210
-class _GradMode:
-    enabled = True
+class _GradMode(threading.local):
+    enabled = True     # read through an instance, each thread has its own value; every thread starts on
+
+
+_grad_mode = _GradMode()
 
 
 def is_grad_enabled():
     "True when operations record the graph needed for `backward()`."
-    return _GradMode.enabled
+    return _grad_mode.enabled
 
 
 @contextlib.contextmanager
 def no_grad():
     "Context manager: operations inside it record no graph (for evaluation and parameter updates)."
-    previous = _GradMode.enabled
-    _GradMode.enabled = False
+    previous = _grad_mode.enabled
+    _grad_mode.enabled = False
     try:
         yield
     finally:
-        _GradMode.enabled = previous
+        _grad_mode.enabled = previous
 
 # %% ../../modules/05_autograd/autograd_dev.ipynb #a17bb6e6
 class Context:
@@ -204,6 +208,15 @@ PARALLEL_MIN_BYTES = 1 << 20   # below this, a thread hand-off costs more than i
 class _Workers:
     pool = None                # a ThreadPoolExecutor, made on first use
     count = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _forget_pool():
+    "In a forked child: the pool's threads stayed in the parent, so a new pool is made when one is needed."
+    _Workers.pool = None
+
+
+if hasattr(os, "register_at_fork"):        # POSIX; elsewhere there is no fork()
+    os.register_at_fork(after_in_child=_forget_pool)
 
 
 def parallel_rows(count, work, nbytes):
