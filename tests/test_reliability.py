@@ -151,3 +151,106 @@ def test_no_grad_in_one_thread_does_not_stop_another_thread_recording():
         evaluator.join(timeout=60)
     assert seen == {"evaluator": False}
     assert is_grad_enabled()
+
+
+# ------------------------------------------------------------------------------------------------ versions (defect 2)
+
+from tinytorch.core.autograd import RowSparseGrad, gradcheck  # noqa: E402
+from tinytorch.core.optimizers import AdamW, Adagrad, SparseAdam  # noqa: E402
+
+STALE = "modified by an inplace operation"
+
+
+def test_version_counter_api():
+    t = Tensor([1.0, 2.0])
+    assert t._version == 0
+    t.data[0] = 5.0                     # a raw write into the ndarray: NumPy cannot tell us
+    assert t._version == 0
+    t.mark_modified()
+    assert t._version == 1
+    t.data = np.zeros(2, np.float32)    # reassigning the array is a change too
+    assert t._version == 2
+    t.data += 1                         # augmented assignment to the attribute goes through the setter
+    assert t._version == 3
+    assert Parameter(np.ones(2))._version == 0 and (t * 2)._version == 0
+
+
+def test_reassigning_data_between_forward_and_backward_raises_naming_the_op_and_tensor():
+    w = Tensor(np.array([[1.0, 2.0]]), requires_grad=True)
+    loss = (w * w).sum()
+    w.data = w.data * 3
+    with pytest.raises(RuntimeError, match=rf"{STALE}.*shape \(1, 2\) and dtype float32.*MulBackward.*version 1"):
+        loss.backward()
+    assert w.grad is None
+
+
+def test_mark_modified_after_an_in_place_write_raises_and_no_grad_changes():
+    w = Tensor([3.0, 4.0], requires_grad=True)
+    v = Tensor([1.0, 1.0], requires_grad=True)
+    loss = (v * 2).sum() + (w * w).sum()          # v's branch is fine; w's is stale
+    w.data[...] = [0.6, 0.8]
+    w.mark_modified()
+    with pytest.raises(RuntimeError, match=STALE):
+        loss.backward()
+    assert v.grad is None and w.grad is None, "all or nothing: the check runs before any gradient moves"
+    (w * w).sum().backward()                      # a fresh forward uses the new values
+    np.testing.assert_allclose(w.grad, [1.2, 1.6], rtol=1e-6)
+
+
+def test_unsaved_inputs_may_change_freely():
+    "AddBackward saves nothing: changing its inputs cannot make its gradient wrong, so it must not raise."
+    a, b = Tensor([1.0], requires_grad=True), Tensor([2.0], requires_grad=True)
+    loss = (a + b).sum()
+    a.data = np.array([7.0], np.float32)
+    loss.backward()
+    assert a.grad.tolist() == [1.0] and b.grad.tolist() == [1.0]
+
+
+def _sparse_grad(p):
+    return RowSparseGrad([1], np.ones((1, p.shape[1]), p.dtype), p.shape)
+
+
+@pytest.mark.parametrize("make, sparse", [
+    (lambda ps: SGD(ps, lr=0.1), False), (lambda ps: SGD(ps, lr=0.1, momentum=0.9), False),
+    (lambda ps: SGD(ps, lr=0.1), True), (lambda ps: Adam(ps, lr=0.1), False), (lambda ps: AdamW(ps, lr=0.1), False),
+    (lambda ps: Adagrad(ps, lr=0.1), False), (lambda ps: Adagrad(ps, lr=0.1), True),
+    (lambda ps: SparseAdam(ps, lr=0.1), True)])
+def test_an_optimiser_step_before_a_delayed_backward_raises(make, sparse):
+    model = Linear(3, 2, seed=0)
+    optimizer = make(model.parameters())
+    x = Tensor(np.ones((4, 3)))
+    first, delayed = (model(x) ** 2).sum(), (model(x) * 3).sum()
+    if sparse:
+        model.weight.grad, model.bias.grad = _sparse_grad(model.weight), None
+    else:
+        first.backward()
+    before = model.weight._version
+    optimizer.step()
+    assert model.weight._version > before
+    with pytest.raises(RuntimeError, match=rf"{STALE}: the parameter 'Linear.weight' of shape \(3, 2\).*MatMulBackward"):
+        delayed.backward()
+
+
+def test_load_state_dict_marks_the_parameters_it_overwrites():
+    model = Linear(2, 2, seed=0)
+    loss = (model(Tensor(np.ones((1, 2)))) ** 2).sum()
+    model.load_state_dict(Linear(2, 2, seed=1).state_dict())
+    with pytest.raises(RuntimeError, match=STALE):
+        loss.backward()
+
+
+def test_an_ordinary_training_loop_never_trips_the_check():
+    model = Linear(3, 1, seed=0)
+    optimizer = Adam(model.parameters(), lr=0.01)
+    x = Tensor(np.random.default_rng(0).standard_normal((8, 3)))
+    for _ in range(5):
+        optimizer.zero_grad()
+        loss = (model(x) ** 2).mean()
+        loss.backward()
+        optimizer.step()
+
+
+def test_gradcheck_still_perturbs_data_in_place():
+    w = Tensor(np.array([[0.5, -1.0], [2.0, 0.25]]), requires_grad=True, dtype=np.float64)
+    assert gradcheck(lambda t: (t * t * t).sum(), [w])
+    assert w._version == 0, "gradcheck restores every element it perturbs, so it leaves no mark"

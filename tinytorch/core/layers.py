@@ -16,6 +16,8 @@ class Parameter(Tensor):
     Floating point: with `dtype=None` the tensor rule applies (float64 becomes float32) and ints become float32.
     """
 
+    _name = None  # "Linear.weight": set when first assigned to a Module attribute, for error messages
+
     def __init__(self, data, requires_grad=True, dtype=None):
         array = np.array(data.data if isinstance(data, Tensor) else data, dtype=dtype)  # a copy: optimisers write in place
         if array.dtype.kind != "f":
@@ -62,6 +64,11 @@ class Module:
 
     def __call__(self, *args, **kwargs):
         return self.forward(*args, **kwargs)
+
+    def __setattr__(self, name, value):
+        if isinstance(value, Parameter) and value._name is None:
+            value._name = f"{type(self).__name__}.{name}"   # only for error messages; discovery walks attributes
+        object.__setattr__(self, name, value)
 
     def _named_entries(self):
         "This module's own (name, Parameter or layer) pairs, in attribute order."
@@ -178,8 +185,8 @@ class Module:
         if not isinstance(state, Mapping):
             raise TypeError(f"state_dict must be a mapping of parameter name -> array, such as "
                             f"module.state_dict(); got {type(state).__name__}")
-        targets = OrderedDict((name, ("parameter", p.data)) for name, p in self.named_parameters())
-        targets.update((full, ("buffer", getattr(module, name))) for full, module, name, persistent
+        targets = OrderedDict((name, ("parameter", p.data, p)) for name, p in self.named_parameters())
+        targets.update((full, ("buffer", getattr(module, name), None)) for full, module, name, persistent
                        in self._buffer_entries() if persistent)
         missing = [name for name in targets if name not in state]
         unexpected = [name for name in state if name not in targets]
@@ -188,7 +195,7 @@ class Module:
                 [f"unexpected key(s) {unexpected}"] if unexpected else [])
             raise KeyError(f"state_dict has {' and '.join(problems)}; the module expects {list(targets)}")
         arrays = {}
-        for name, (kind, target) in targets.items():
+        for name, (kind, target, _) in targets.items():
             if name not in state:
                 continue
             value = state[name]
@@ -203,7 +210,10 @@ class Module:
                                 f"({target.dtype}) cannot hold without changing its values")
             arrays[name] = array
         for name, array in arrays.items():
-            targets[name][1][...] = array          # in place: optimisers and tied layers keep the same array
+            _, target, parameter = targets[name]
+            target[...] = array                      # in place: optimisers and tied layers keep the same array
+            if parameter is not None:
+                parameter.mark_modified()            # a graph recorded before the load is stale
         return LoadResult(missing, unexpected)
 
     def extra_repr(self):
