@@ -17,6 +17,7 @@ class Tensor:
 
     `Tensor(data, requires_grad=False, dtype=None)`: floats default to float32, integers and
     bools keep their dtype. An ndarray of the final dtype is used without copying.
+    `_version` counts in-place changes (see `mark_modified`); backward refuses stale saved inputs.
     """
 
     __array_ufunc__ = None  # make `ndarray * Tensor` call Tensor.__rmul__ instead of NumPy's loop
@@ -29,7 +30,7 @@ class Tensor:
             array = array.astype(np.float32)
         if array.dtype.kind not in "fiub":
             raise TypeError(f"Tensor data must be numbers or bools; got dtype {array.dtype}")
-        self.data = array
+        self._data, self._version = array, 0
         self.grad = None
         self._grad_fn = None
         self.requires_grad = requires_grad
@@ -38,7 +39,7 @@ class Tensor:
     def _from_array(data, requires_grad=False):
         "Wrap an op's result as it is (no dtype conversion); `Function.apply` calls this."
         out = Tensor.__new__(Tensor)
-        out.data, out.grad, out._grad_fn = np.asarray(data), None, None
+        out._data, out._version, out.grad, out._grad_fn = np.asarray(data), 0, None, None
         out._requires_grad = requires_grad
         return out
 
@@ -51,6 +52,24 @@ class Tensor:
         if value and self.data.dtype.kind != "f":
             raise TypeError(f"only floating-point tensors can require gradients; this one is {self.data.dtype}")
         self._requires_grad = bool(value)
+
+    @property
+    def data(self):
+        "The ndarray. Assigning `t.data = array` counts as an in-place change (bumps `_version`)."
+        return self._data
+
+    @data.setter
+    def data(self, array):
+        self._data = array
+        self._version += 1
+
+    def mark_modified(self):
+        """Call after writing into `.data` in place (`t.data[rows] = ...`): bumps `_version`.
+
+        NumPy cannot tell us about writes into the array itself, so this is how a graph that saved
+        the old values learns they are gone: its backward then raises instead of using them.
+        """
+        self._version += 1
 
     shape = property(lambda self: self.data.shape, doc="Tuple of dimension sizes.")
     dtype = property(lambda self: self.data.dtype, doc="NumPy dtype of the data.")
