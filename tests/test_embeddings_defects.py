@@ -105,3 +105,17 @@ def test_10_max_bag_with_nan_matches_pytorch(torch, ids):
     expected.backward(torch.tensor([[10.0, 100.0]], dtype=torch.float64))
     assert np.allclose(out.data, expected.detach().numpy(), equal_nan=True)
     assert np.array_equal(bag.weight.grad, weight.grad.numpy())
+
+
+def test_2_max_norm_renormalising_a_saved_table_refuses_to_backward():
+    "The issue's repro: without the version bump the gradient was [[2.2, 2.6], [.6, .8]] instead of [[7, 9], [.6, .8]]."
+    emb = Embedding.from_pretrained([[3.0, 4.0], [0.3, 0.4]], freeze=False, max_norm=1.0)
+    loss = (emb.weight * emb.weight).sum() + emb([0]).sum()
+    with pytest.raises(RuntimeError, match="modified"):
+        loss.backward()
+
+
+def test_2_max_norm_that_changes_nothing_keeps_the_graph_usable():
+    emb = Embedding.from_pretrained([[0.3, 0.4], [0.6, 0.8]], freeze=False, max_norm=1.0)
+    ((emb.weight * emb.weight).sum() + emb([0, 1]).sum()).backward()
+    assert np.allclose(emb.weight.grad, 2 * emb.weight.data + 1)

@@ -95,3 +95,11 @@ def test_embedding_layer_refuses_start_past_the_table_before_any_lookup():
     layer = EmbeddingLayer(10, 4, max_seq_len=6, seed=0)
     with pytest.raises(ValueError, match=r"start=6 \+ sequence length 1 = 7 exceeds max_seq_len=6"):
         layer([[1]], start=6)
+
+
+def test_sinusoidal_table_is_a_buffer_not_a_parameter_and_not_saved():
+    layer = EmbeddingLayer(10, 4, max_seq_len=6, pos_encoding="sinusoidal", seed=0)
+    buffers = dict(layer.named_buffers())
+    assert list(buffers) == ["position_encoding.table"] and buffers["position_encoding.table"].shape == (6, 4)
+    assert [name for name, _ in layer.named_parameters()] == ["token_embedding.weight"]
+    assert list(layer.state_dict()) == ["token_embedding.weight"], "recomputed by the constructor, so not saved"

@@ -141,6 +141,7 @@ def renorm_rows_(weight, ids, max_norm, norm_type):
     too_long = norms > max_norm
     if too_long.any():
         table[rows[too_long]] *= (max_norm / (norms[too_long] + 1e-7))[:, None].astype(table.dtype)
+        weight.mark_modified()          # graphs that saved the old values now refuse to backward, as PyTorch's do
 
 
 def lookup(weight, indices, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False):
@@ -424,7 +425,7 @@ def position_window(shape, start, max_seq_len, embedding_dim):
 class SinusoidalPositionalEncoding(Module):
     """Fixed sinusoidal positions (the Transformer paper): x (*, seq, embedding_dim) -> x + table[start:start+seq].
 
-    No parameters: `table` (max_seq_len, embedding_dim) is `create_sinusoidal_embeddings(max_seq_len,
+    No parameters: the buffer `table` (max_seq_len, embedding_dim) is `create_sinusoidal_embeddings(max_seq_len,
     embedding_dim, base)`, computed once, in `dtype` (None = float32). `start` (default 0) is the position of
     x's first vector, e.g. the number of tokens a KV-cached decoder has already seen.
     """
@@ -434,7 +435,9 @@ class SinusoidalPositionalEncoding(Module):
         self.max_seq_len = positive_int("max_seq_len", max_seq_len)
         self.embedding_dim = size("embedding_dim", embedding_dim, "embed_dim", embed_dim)
         self.base = base
-        self.table = create_sinusoidal_embeddings(self.max_seq_len, self.embedding_dim, base, dtype).data
+        # a buffer: state, not a parameter; not saved (persistent=False) since the constructor recomputes it
+        self.register_buffer("table", create_sinusoidal_embeddings(self.max_seq_len, self.embedding_dim, base,
+                                                                   dtype).data, persistent=False)
 
     embed_dim = Table.embed_dim
 
