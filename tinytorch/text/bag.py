@@ -143,7 +143,7 @@ class EmbeddingBagBackward(Function):
         return weight_grad, grad_per_sample
         ### END SOLUTION
 
-
+# %% ../../modules/11_embeddings/bag_dev.ipynb #c0ba9008
 def embedding_bag(indices, weight, offsets=None, mode="mean", per_sample_weights=None, padding_idx=None,
                   include_last_offset=False, sparse=False):
     """Bags of token ids -> one reduced row of `weight` (V, d) per bag: Tensor (B, d), differentiable; options checked.

@@ -257,6 +257,7 @@ class Table(Module):
         table.data[...] = init_table(table.shape, self.init, self._rng, table.dtype)
         if self.padding_idx is not None:
             table.data[self.padding_idx] = 0
+        table.mark_modified()                                                # an in-place write, like max_norm's
 
     @classmethod
     def from_pretrained(cls, weights, freeze=True, **options):
