@@ -80,3 +80,21 @@ def test_i_love_dogs_walkthrough():
     assert vectors.shape == (3, 8) and np.array_equal(vectors.data, table.weight.data[ids])
     batched = table([ids])
     assert batched.shape == (1, 3, 8) and np.array_equal(batched.data[0], vectors.data)
+
+
+def test_every_size_takes_the_seed_spellings_and_reads_them_back():
+    from tinytorch.text.bag import EmbeddingBag
+    from tinytorch.text.embeddings import FactorizedEmbedding, SinusoidalPositionalEncoding, init_table
+    from tinytorch.text.memory import embedding_memory
+
+    for module in (Embedding(num_embeddings=6, embed_dim=4), EmbeddingBag(num_embeddings=6, embed_dim=4),
+                   FactorizedEmbedding(num_embeddings=6, embed_dim=4, rank=2),
+                   EmbeddingLayer(num_embeddings=6, embedding_dim=4)):
+        assert (module.num_embeddings, module.embedding_dim, module.embed_dim) == (6, 4, 4), type(module).__name__
+    for module in (PositionalEncoding(8, embed_dim=4), SinusoidalPositionalEncoding(8, embed_dim=4)):
+        assert (module.embedding_dim, module.embed_dim) == (4, 4), type(module).__name__
+    assert create_sinusoidal_embeddings(8, embed_dim=4).shape == (8, 4)
+    assert embedding_memory(num_embeddings=10, embed_dim=4) == embedding_memory(10, 4) == 160
+    assert embedding_memory(10, 4, dtype=None) == 160 and init_table((2, 2), dtype=None).dtype == np.float32
+    with pytest.raises(TypeError, match="got both embedding_dim=4 and embed_dim=5"):
+        Embedding(10, 4, embed_dim=5)

@@ -176,8 +176,8 @@ INITS = ("xavier", "normal", "trunc_normal", "gpt2")
 GPT2_INIT_STD = 0.02
 
 
-def init_table(shape, init="xavier", rng=None, dtype=np.float32):
-    """A new table of `shape` (rows, d) drawn as `init` says (one of `INITS`), in `dtype`.
+def init_table(shape, init="xavier", rng=None, dtype=None):
+    """A new table of `shape` (rows, d) drawn as `init` says (one of `INITS`), in `dtype` (None = float32).
 
     TODO: draw the four initialisations of the table above.
 
@@ -193,8 +193,8 @@ def init_table(shape, init="xavier", rng=None, dtype=np.float32):
     - Pass `dtype=draw` to `rng.random` / `rng.standard_normal`: NumPy draws float32 directly, no float64 copy.
     """
     one_of("init", init, INITS)
-    rng = new_rng(rng)
-    draw = np.float64 if np.dtype(dtype) == np.float64 else np.float32       # what NumPy can draw directly
+    rng, dtype = new_rng(rng), float_dtype(dtype, "a table")                 # dtype None: float32
+    draw = np.float64 if dtype == np.float64 else np.float32                 # what NumPy can draw directly
     ### BEGIN SOLUTION
     if init == "xavier":
         limit = math.sqrt(6.0 / (shape[0] + shape[1]))
@@ -643,6 +643,7 @@ class EmbeddingLayer(Module):
         self.dropout = Dropout(dropout, seed=dropout_seed)
 
     embedding_dim = property(lambda self: self.embed_dim, doc="Same as `embed_dim`.")
+    num_embeddings = property(lambda self: self.vocab_size, doc="Same as `vocab_size` (PyTorch's name).")
 
     def forward(self, tokens, start=0):
         """Token ids (*, seq) -> vectors (*, seq, embed_dim); `start` is the position of the first token.
@@ -711,6 +712,7 @@ class FactorizedEmbedding(Module):
                                     dtype=table_dtype)
 
     embed_dim = Table.embed_dim
+    num_embeddings = property(lambda self: self.vocab_size, doc="Same as `vocab_size` (PyTorch's name).")
 
     @property
     def parameter_savings(self):

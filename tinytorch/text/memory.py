@@ -9,7 +9,7 @@ __all__ = ['BYTES_PER_FLOAT32', 'BYTES_PER_FLOAT16', 'BYTES_PER_INT8', 'EMBEDDIN
 # %% ../../modules/11_embeddings/memory_dev.ipynb #d0e0a003
 import numpy as np
 
-from ..core.validation import positive_int
+from ..core.validation import size
 
 # %% ../../modules/11_embeddings/memory_dev.ipynb #c6f01529
 BYTES_PER_FLOAT32 = 4
@@ -26,10 +26,11 @@ EMBEDDING_MODELS = {
 }
 
 
-def embedding_memory(vocab_size, embedding_dim, dtype=np.float32):
-    "Bytes of a (vocab_size, embedding_dim) table stored as `dtype`."
-    vocab_size, embedding_dim = positive_int("vocab_size", vocab_size), positive_int("embedding_dim", embedding_dim)
-    return vocab_size * embedding_dim * np.dtype(dtype).itemsize
+def embedding_memory(vocab_size=None, embedding_dim=None, dtype=None, *, num_embeddings=None, embed_dim=None):
+    "Bytes of a (vocab_size, embedding_dim) table stored as `dtype` (None = float32); PyTorch's and TinyTorch's names work too."
+    vocab_size = size("vocab_size", vocab_size, "num_embeddings", num_embeddings)
+    embedding_dim = size("embedding_dim", embedding_dim, "embed_dim", embed_dim)
+    return vocab_size * embedding_dim * np.dtype(np.float32 if dtype is None else dtype).itemsize
 
 
 def embedding_memory_table(models=None):
