@@ -340,7 +340,7 @@ class Embedding(Table):
            options read from `self`.
 
         EXAMPLE:
-        Embedding(10, 4)([[1, 5, 23 % 10]]) -> shape (1, 3, 4)
+        Embedding(100, 4)([[1, 5, 23], [42, 7, 19]]) -> shape (2, 3, 4)
 
         HINTS:
         - `lookup` checks the ids and applies `max_norm`; the options need no checking here.
@@ -611,48 +611,48 @@ POS_ENCODINGS = ("learned", "sinusoidal", None)
 
 
 class EmbeddingLayer(Module):
-    """Token embedding + position information (+ dropout): tokens (*, seq) -> (*, seq, embed_dim).
+    """Token embedding + position information (+ dropout): tokens (*, seq) -> (*, seq, embedding_dim).
 
     `pos_encoding`: "learned" (a `PositionalEncoding`), "sinusoidal" (a `SinusoidalPositionalEncoding`, no
     parameters) or None (no positions, e.g. for RoPE inside attention). `scale_embeddings` multiplies the token
-    vectors by sqrt(embed_dim). Dropout acts only in train mode. `embedding_dim` / `num_embeddings` are accepted
-    for `embed_dim` / `vocab_size`; `dtype` None means float32.
+    vectors by sqrt(embedding_dim). Dropout acts only in train mode. `embed_dim` / `num_embeddings` are accepted
+    for `embedding_dim` / `vocab_size` (and read back as properties); `dtype` None means float32.
     Parameters: `token_embedding.weight` and, when learned, `position_encoding.position_embeddings`.
     """
 
-    def __init__(self, vocab_size=None, embed_dim=None, max_seq_len=512, pos_encoding="learned",
+    def __init__(self, vocab_size=None, embedding_dim=None, max_seq_len=512, pos_encoding="learned",
                  scale_embeddings=False, dropout=0.0, padding_idx=None, init="xavier", dtype=None, seed=None,
-                 *, embedding_dim=None, num_embeddings=None):
+                 *, embed_dim=None, num_embeddings=None):
         super().__init__()
-        embed_dim = size("embed_dim", embed_dim, "embedding_dim", embedding_dim)
+        embedding_dim = size("embedding_dim", embedding_dim, "embed_dim", embed_dim)
         one_of("pos_encoding", pos_encoding, POS_ENCODINGS)
         self.scale_embeddings = flag("scale_embeddings", scale_embeddings)
         self.max_seq_len = positive_int("max_seq_len", max_seq_len)
         token_seed, position_seed, dropout_seed = _child_seeds(seed, 3)
-        self.token_embedding = Embedding(vocab_size, embed_dim, padding_idx=padding_idx, init=init, dtype=dtype,
+        self.token_embedding = Embedding(vocab_size, embedding_dim, padding_idx=padding_idx, init=init, dtype=dtype,
                                          seed=token_seed, num_embeddings=num_embeddings)
-        self.embed_dim, self.vocab_size = self.token_embedding.embedding_dim, self.token_embedding.vocab_size
+        self.embedding_dim, self.vocab_size = self.token_embedding.embedding_dim, self.token_embedding.vocab_size
         self.pos_encoding = pos_encoding
         if pos_encoding == "learned":
-            self.position_encoding = PositionalEncoding(max_seq_len, embed_dim, init=init, dtype=dtype,
+            self.position_encoding = PositionalEncoding(max_seq_len, embedding_dim, init=init, dtype=dtype,
                                                         seed=position_seed)
         elif pos_encoding == "sinusoidal":
-            self.position_encoding = SinusoidalPositionalEncoding(max_seq_len, embed_dim, dtype=dtype)
+            self.position_encoding = SinusoidalPositionalEncoding(max_seq_len, embedding_dim, dtype=dtype)
         else:
             self.position_encoding = None
         self.dropout = Dropout(dropout, seed=dropout_seed)
 
-    embedding_dim = property(lambda self: self.embed_dim, doc="Same as `embed_dim`.")
+    embed_dim = property(lambda self: self.embedding_dim, doc="Same as `embedding_dim` (TinyTorch's name).")
     num_embeddings = property(lambda self: self.vocab_size, doc="Same as `vocab_size` (PyTorch's name).")
 
     def forward(self, tokens, start=0):
-        """Token ids (*, seq) -> vectors (*, seq, embed_dim); `start` is the position of the first token.
+        """Token ids (*, seq) -> vectors (*, seq, embedding_dim); `start` is the position of the first token.
 
         TODO: token vectors, scaled by sqrt(d) when `scale_embeddings`, plus positions, then dropout.
 
         APPROACH:
         1. `x = self.token_embedding(tokens)`: (*, seq, d) (given, after the checks of the ids' shape).
-        2. If `self.scale_embeddings`, multiply x by `math.sqrt(self.embed_dim)`.
+        2. If `self.scale_embeddings`, multiply x by `math.sqrt(self.embedding_dim)`.
         3. If there is a `self.position_encoding`, `x = self.position_encoding(x, start)`.
         4. Return `self.dropout(x)`.
 
@@ -666,11 +666,11 @@ class EmbeddingLayer(Module):
         if len(shape) == 0:
             raise ValueError("EmbeddingLayer needs token ids of shape (seq,) or (batch, seq); got a single id")
         if self.position_encoding is not None:                               # a too-long sequence before bad ids
-            position_window(shape + (self.embed_dim,), start, self.max_seq_len, self.embed_dim)
+            position_window(shape + (self.embedding_dim,), start, self.max_seq_len, self.embedding_dim)
         x = self.token_embedding(tokens)                                      # (*, seq, d)
         ### BEGIN SOLUTION
         if self.scale_embeddings:
-            x = x * math.sqrt(self.embed_dim)                                 # token signal ~ position signal
+            x = x * math.sqrt(self.embedding_dim)                                 # token signal ~ position signal
         if self.position_encoding is not None:
             x = self.position_encoding(x, start)                             # + rows start..start+seq-1
         return self.dropout(x)                                                # identity in eval mode
@@ -678,7 +678,7 @@ class EmbeddingLayer(Module):
 
     def extra_repr(self):
         scale = ", scale_embeddings=True" if self.scale_embeddings else ""
-        return (f"{self.vocab_size}, {self.embed_dim}, max_seq_len={self.max_seq_len}, "
+        return (f"{self.vocab_size}, {self.embedding_dim}, max_seq_len={self.max_seq_len}, "
                 f"pos_encoding={self.pos_encoding!r}{scale}")
 
 
