@@ -254,3 +254,31 @@ def test_gradcheck_still_perturbs_data_in_place():
     w = Tensor(np.array([[0.5, -1.0], [2.0, 0.25]]), requires_grad=True, dtype=np.float64)
     assert gradcheck(lambda t: (t * t * t).sum(), [w])
     assert w._version == 0, "gradcheck restores every element it perturbs, so it leaves no mark"
+
+
+# ------------------------------------------------------------------------------------------------ train/eval (defect 5)
+
+from tinytorch.core.layers import Dropout  # noqa: E402
+
+
+class RefusesEval(Module):
+    "A module that cannot leave training mode (the mirror image of QuantizedEmbedding)."
+
+    def _check_mode(self, mode):
+        if not mode:
+            raise RuntimeError("RefusesEval stays in training mode")
+
+
+def test_train_is_all_or_nothing_when_a_quantized_embedding_refuses():
+    model = Sequential(Linear(4, 4, seed=0), Dropout(0.5), QuantizedEmbedding.from_float(Embedding(10, 4, seed=0)))
+    model.eval()
+    with pytest.raises(RuntimeError, match="inference-only"):
+        model.train()
+    assert [module.training for _, module in model.named_modules()] == [False, False, False, False]
+
+
+def test_eval_is_all_or_nothing_for_any_module_that_refuses():
+    model = Sequential(Dropout(0.5), RefusesEval(), Dropout(0.5))
+    with pytest.raises(RuntimeError, match="stays in training"):
+        model.eval()
+    assert all(module.training for _, module in model.named_modules())
