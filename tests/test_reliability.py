@@ -282,3 +282,47 @@ def test_eval_is_all_or_nothing_for_any_module_that_refuses():
     with pytest.raises(RuntimeError, match="stays in training"):
         model.eval()
     assert all(module.training for _, module in model.named_modules())
+
+
+# ------------------------------------------------------------------------------------------------ pow (defect 6)
+
+def _value_and_grads(fn, *values):
+    "fn's values and the gradients of sum(fn) for float64 leaves holding `values`."
+    leaves = [Tensor(np.asarray(v, dtype=np.float64), requires_grad=True, dtype=np.float64) for v in values]
+    out = fn(*leaves)
+    out.sum().backward()
+    return out.data, [leaf.grad for leaf in leaves]
+
+
+POW_CASES = {   # name -> (fn, inputs, value, gradients), derived by hand from d/dx x^y = y x^(y-1), d/dy = x^y ln x
+    "x**0 at 0": (lambda x: x ** 0, ([0.0, 2.0],), [1.0, 1.0], [[0.0, 0.0]]),        # d/dx x^0 = 0 everywhere
+    "x**Tensor(2.) at -2": (lambda x: x ** Tensor(2.0, dtype=np.float64), ([-2.0, 3.0],), [4.0, 9.0], [[-4.0, 6.0]]),
+    "(-2.0)**x at 2 and 3": (lambda x: (-2.0) ** x, ([2.0, 3.0],), [4.0, -8.0], [[np.nan, np.nan]]),  # ln(-2): NaN
+    "0.0**x at 0, 1, 2": (lambda x: 0.0 ** x, ([0.0, 1.0, 2.0],), [1.0, 0.0, 0.0], [[0.0, 0.0, 0.0]]),
+    "x**y at x = 0": (lambda x, y: x ** y, ([0.0, 0.0, 0.0], [0.0, 1.0, 2.0]), [1.0, 0.0, 0.0],
+                      [[0.0, 1.0, 0.0], [0.0, 0.0, 0.0]]),
+    "x**y at x = -2, y = 2": (lambda x, y: x ** y, ([-2.0], [2.0]), [4.0], [[-4.0], [np.nan]]),
+}
+
+
+@pytest.mark.parametrize("case", POW_CASES)
+def test_pow_at_zero_and_negative_bases_matches_the_derivation(case):
+    fn, inputs, value, grads = POW_CASES[case]
+    out, got = _value_and_grads(fn, *inputs)
+    np.testing.assert_array_equal(out, value)
+    for g, expected in zip(got, grads):
+        np.testing.assert_array_equal(g, expected)            # NaN == NaN here: torch gives NaN for ln(-2) too
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("case", POW_CASES)
+def test_pow_at_zero_and_negative_bases_matches_torch(case, torch):
+    fn, inputs, _, _ = POW_CASES[case]
+    out, got = _value_and_grads(fn, *inputs)
+    leaves = [torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in inputs]
+    torch_fn = {"x**Tensor(2.) at -2": lambda x: x ** torch.tensor(2.0, dtype=torch.float64)}.get(case, fn)
+    expected = torch_fn(*leaves)
+    expected.sum().backward()
+    np.testing.assert_array_equal(out, expected.detach().numpy())
+    for g, leaf in zip(got, leaves):
+        np.testing.assert_array_equal(g, leaf.grad.numpy())
