@@ -326,3 +326,46 @@ def test_pow_at_zero_and_negative_bases_matches_torch(case, torch):
     np.testing.assert_array_equal(out, expected.detach().numpy())
     for g, leaf in zip(got, leaves):
         np.testing.assert_array_equal(g, leaf.grad.numpy())
+
+
+# ------------------------------------------------------------------------------------------------ smaller ones (defect 10)
+
+def test_save_into_a_missing_directory_names_the_path_asked_for(tmp_path):
+    path = tmp_path / "no-such-directory" / "model.npz"
+    with pytest.raises(FileNotFoundError) as caught:
+        checkpoint.save(Linear(2, 2, seed=0), path)
+    assert str(path) in str(caught.value) and ".tmp" not in str(caught.value)
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symlinks")
+def test_save_onto_a_symlink_writes_through_it(tmp_path):
+    real, link = tmp_path / "checkpoints" / "real.npz", tmp_path / "latest.npz"
+    real.parent.mkdir()
+    checkpoint.save(Linear(2, 2, seed=0), real)
+    link.symlink_to(real)
+    newer = Linear(2, 2, seed=1)
+    assert checkpoint.save(newer, link) == link
+    assert link.is_symlink() and link.resolve() == real.resolve()
+    np.testing.assert_array_equal(checkpoint.load(real)["weight"], newer.weight.data)
+    assert sorted(p.name for p in real.parent.iterdir()) == ["real.npz"], "no temporary file left behind"
+
+
+@pytest.mark.parametrize("data, truth", [([0.0], False), (0.0, False), ([2.5], True), (1.0, True), ([[0]], False)])
+def test_the_truth_of_a_one_element_tensor_is_its_value(data, truth):
+    assert bool(Tensor(data)) is truth
+    assert bool(np.array(data)) is truth                      # NumPy's rule, which PyTorch follows too
+
+
+@pytest.mark.parametrize("data", [[1.0, 2.0], [], [[1.0], [0.0]]])
+def test_the_truth_of_other_sizes_is_ambiguous(data):
+    with pytest.raises(ValueError, match=rf"{np.size(data)} elements.*ambiguous.*any\(\).*all\(\)"):
+        bool(Tensor(data))
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max"])
+def test_reductions_take_a_list_of_axes(reduce):
+    data = np.arange(24.0).reshape(2, 3, 4)
+    x = Tensor(data, requires_grad=True, dtype=np.float64)
+    out = getattr(x, reduce)(axis=[0, 1])
+    np.testing.assert_array_equal(out.data, getattr(data, reduce)(axis=(0, 1)))
+    assert gradcheck(lambda t: getattr(t, reduce)(axis=[0, -2], keepdims=True), [x])

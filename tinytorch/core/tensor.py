@@ -80,6 +80,13 @@ class Tensor:
     def __len__(self):
         return len(self.data)
 
+    def __bool__(self):
+        "The truth of a one-element tensor (NumPy's and PyTorch's rule); any other size is ambiguous."
+        if self.size != 1:
+            raise ValueError(f"the truth value of a tensor with {self.size} elements (shape {self.shape}) is "
+                             f"ambiguous; test t.data.any() or t.data.all() instead")
+        return bool(self.data.item())
+
     def __array__(self, dtype=None, copy=None):
         return np.array(self.data, dtype=dtype, copy=copy)  # np.array(t) copies, np.asarray(t) shares
 
@@ -150,16 +157,16 @@ class Tensor:
     def __getitem__(self, index): return _getitem(self, index)
 
     def sum(self, axis=None, keepdims=False):
-        "Sum over `axis` (int, tuple or None for all)."
-        return SumBackward.apply(self, axis=axis, keepdims=keepdims)
+        "Sum over `axis` (int, tuple or list, None for all)."
+        return SumBackward.apply(self, axis=_axes(axis), keepdims=keepdims)
 
     def mean(self, axis=None, keepdims=False):
-        "Mean over `axis` (int, tuple or None for all)."
-        return MeanBackward.apply(self, axis=axis, keepdims=keepdims)
+        "Mean over `axis` (int, tuple or list, None for all)."
+        return MeanBackward.apply(self, axis=_axes(axis), keepdims=keepdims)
 
     def max(self, axis=None, keepdims=False):
-        "Maximum over `axis`; the gradient is shared equally between tied maxima."
-        return MaxBackward.apply(self, axis=axis, keepdims=keepdims)
+        "Maximum over `axis` (int, tuple or list, None for all); the gradient is shared equally between tied maxima."
+        return MaxBackward.apply(self, axis=_axes(axis), keepdims=keepdims)
 
     def reshape(self, *shape):
         "Same data, new shape: `x.reshape(2, -1)` or `x.reshape((2, -1))`."
@@ -399,6 +406,11 @@ def _check_axis(axis, ndim):
         valid = f"valid axes are {-ndim}..{ndim - 1}" if ndim else "it has no axes"
         raise IndexError(f"axis {axis} is out of range for a {ndim}-D tensor ({valid})")
     return int(axis) % ndim
+
+
+def _axes(axis):
+    "A reduction's `axis` as NumPy takes it: a list becomes a tuple (NumPy refuses lists)."
+    return tuple(axis) if isinstance(axis, list) else axis
 
 
 def _expand_reduced(grad, shape, axis, keepdims):
