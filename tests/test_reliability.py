@@ -254,3 +254,118 @@ def test_gradcheck_still_perturbs_data_in_place():
     w = Tensor(np.array([[0.5, -1.0], [2.0, 0.25]]), requires_grad=True, dtype=np.float64)
     assert gradcheck(lambda t: (t * t * t).sum(), [w])
     assert w._version == 0, "gradcheck restores every element it perturbs, so it leaves no mark"
+
+
+# ------------------------------------------------------------------------------------------------ train/eval (defect 5)
+
+from tinytorch.core.layers import Dropout  # noqa: E402
+
+
+class RefusesEval(Module):
+    "A module that cannot leave training mode (the mirror image of QuantizedEmbedding)."
+
+    def _check_mode(self, mode):
+        if not mode:
+            raise RuntimeError("RefusesEval stays in training mode")
+
+
+def test_train_is_all_or_nothing_when_a_quantized_embedding_refuses():
+    model = Sequential(Linear(4, 4, seed=0), Dropout(0.5), QuantizedEmbedding.from_float(Embedding(10, 4, seed=0)))
+    model.eval()
+    with pytest.raises(RuntimeError, match="inference-only"):
+        model.train()
+    assert [module.training for _, module in model.named_modules()] == [False, False, False, False]
+
+
+def test_eval_is_all_or_nothing_for_any_module_that_refuses():
+    model = Sequential(Dropout(0.5), RefusesEval(), Dropout(0.5))
+    with pytest.raises(RuntimeError, match="stays in training"):
+        model.eval()
+    assert all(module.training for _, module in model.named_modules())
+
+
+# ------------------------------------------------------------------------------------------------ pow (defect 6)
+
+def _value_and_grads(fn, *values):
+    "fn's values and the gradients of sum(fn) for float64 leaves holding `values`."
+    leaves = [Tensor(np.asarray(v, dtype=np.float64), requires_grad=True, dtype=np.float64) for v in values]
+    out = fn(*leaves)
+    out.sum().backward()
+    return out.data, [leaf.grad for leaf in leaves]
+
+
+POW_CASES = {   # name -> (fn, inputs, value, gradients), derived by hand from d/dx x^y = y x^(y-1), d/dy = x^y ln x
+    "x**0 at 0": (lambda x: x ** 0, ([0.0, 2.0],), [1.0, 1.0], [[0.0, 0.0]]),        # d/dx x^0 = 0 everywhere
+    "x**Tensor(2.) at -2": (lambda x: x ** Tensor(2.0, dtype=np.float64), ([-2.0, 3.0],), [4.0, 9.0], [[-4.0, 6.0]]),
+    "(-2.0)**x at 2 and 3": (lambda x: (-2.0) ** x, ([2.0, 3.0],), [4.0, -8.0], [[np.nan, np.nan]]),  # ln(-2): NaN
+    "0.0**x at 0, 1, 2": (lambda x: 0.0 ** x, ([0.0, 1.0, 2.0],), [1.0, 0.0, 0.0], [[0.0, 0.0, 0.0]]),
+    "x**y at x = 0": (lambda x, y: x ** y, ([0.0, 0.0, 0.0], [0.0, 1.0, 2.0]), [1.0, 0.0, 0.0],
+                      [[0.0, 1.0, 0.0], [0.0, 0.0, 0.0]]),
+    "x**y at x = -2, y = 2": (lambda x, y: x ** y, ([-2.0], [2.0]), [4.0], [[-4.0], [np.nan]]),
+}
+
+
+@pytest.mark.parametrize("case", POW_CASES)
+def test_pow_at_zero_and_negative_bases_matches_the_derivation(case):
+    fn, inputs, value, grads = POW_CASES[case]
+    out, got = _value_and_grads(fn, *inputs)
+    np.testing.assert_array_equal(out, value)
+    for g, expected in zip(got, grads):
+        np.testing.assert_array_equal(g, expected)            # NaN == NaN here: torch gives NaN for ln(-2) too
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("case", POW_CASES)
+def test_pow_at_zero_and_negative_bases_matches_torch(case, torch):
+    fn, inputs, _, _ = POW_CASES[case]
+    out, got = _value_and_grads(fn, *inputs)
+    leaves = [torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in inputs]
+    torch_fn = {"x**Tensor(2.) at -2": lambda x: x ** torch.tensor(2.0, dtype=torch.float64)}.get(case, fn)
+    expected = torch_fn(*leaves)
+    expected.sum().backward()
+    np.testing.assert_array_equal(out, expected.detach().numpy())
+    for g, leaf in zip(got, leaves):
+        np.testing.assert_array_equal(g, leaf.grad.numpy())
+
+
+# ------------------------------------------------------------------------------------------------ smaller ones (defect 10)
+
+def test_save_into_a_missing_directory_names_the_path_asked_for(tmp_path):
+    path = tmp_path / "no-such-directory" / "model.npz"
+    with pytest.raises(FileNotFoundError) as caught:
+        checkpoint.save(Linear(2, 2, seed=0), path)
+    assert str(path) in str(caught.value) and ".tmp" not in str(caught.value)
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symlinks")
+def test_save_onto_a_symlink_writes_through_it(tmp_path):
+    real, link = tmp_path / "checkpoints" / "real.npz", tmp_path / "latest.npz"
+    real.parent.mkdir()
+    checkpoint.save(Linear(2, 2, seed=0), real)
+    link.symlink_to(real)
+    newer = Linear(2, 2, seed=1)
+    assert checkpoint.save(newer, link) == link
+    assert link.is_symlink() and link.resolve() == real.resolve()
+    np.testing.assert_array_equal(checkpoint.load(real)["weight"], newer.weight.data)
+    assert sorted(p.name for p in real.parent.iterdir()) == ["real.npz"], "no temporary file left behind"
+
+
+@pytest.mark.parametrize("data, truth", [([0.0], False), (0.0, False), ([2.5], True), (1.0, True), ([[0]], False)])
+def test_the_truth_of_a_one_element_tensor_is_its_value(data, truth):
+    assert bool(Tensor(data)) is truth
+    assert bool(np.array(data)) is truth                      # NumPy's rule, which PyTorch follows too
+
+
+@pytest.mark.parametrize("data", [[1.0, 2.0], [], [[1.0], [0.0]]])
+def test_the_truth_of_other_sizes_is_ambiguous(data):
+    with pytest.raises(ValueError, match=rf"{np.size(data)} elements.*ambiguous.*any\(\).*all\(\)"):
+        bool(Tensor(data))
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max"])
+def test_reductions_take_a_list_of_axes(reduce):
+    data = np.arange(24.0).reshape(2, 3, 4)
+    x = Tensor(data, requires_grad=True, dtype=np.float64)
+    out = getattr(x, reduce)(axis=[0, 1])
+    np.testing.assert_array_equal(out.data, getattr(data, reduce)(axis=(0, 1)))
+    assert gradcheck(lambda t: getattr(t, reduce)(axis=[0, -2], keepdims=True), [x])

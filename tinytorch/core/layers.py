@@ -153,10 +153,16 @@ class Module:
         return [array for _, array in self.named_buffers()]
 
     def train(self, mode=True):
-        "Set `training = mode` on this module and every sub-module; returns self."
-        for _, module in self.named_modules():
+        "Set `training = mode` on this module and every sub-module, all or nothing; returns self."
+        modules = [module for _, module in self.named_modules()]
+        for module in modules:                # check first: a module that refuses raises before any switch
+            module._check_mode(bool(mode))
+        for module in modules:
             module.training = bool(mode)
         return self
+
+    def _check_mode(self, mode):
+        "Raise if this module cannot be put in `training = mode` (an inference-only module refuses True)."
 
     def eval(self):
         "Evaluation mode (`train(False)`): dropout off. Returns self."

@@ -224,13 +224,12 @@ class QuantizedEmbedding(Module):
 
     @training.setter
     def training(self, mode):
+        self._check_mode(mode)
+
+    def _check_mode(self, mode):
+        "`train(False)` (what `eval()` calls) is a no-op; `train()`, here or on a parent, raises before anything switches."
         if mode:
             raise RuntimeError(_INFERENCE_ONLY)
-
-    def train(self, mode=True):
-        "`train(False)` (what `eval()` calls) is a no-op; `train()` raises RuntimeError."
-        self.training = mode
-        return self
 
     @property
     def requires_grad(self):
