@@ -517,7 +517,7 @@ def rotate_pairs(x, cos, sin, interleaved=True):
     return out
     ### END SOLUTION
 
-
+# %% ../../modules/11_embeddings/embeddings_dev.ipynb #b3c1a011
 class RotaryBackward(Function):
     "y = rotate_pairs(x, cos, sin); the backward rotates the gradient back: dL/dx = rotate_pairs(dL/dy, cos, -sin)."
 
