@@ -129,8 +129,9 @@ def _print_summary(root: Path, check: ModuleCheck, other_stubs: dict[Path, list[
         ui.warn(f"pytest: no test files (tests/test_{module.name}.py or tests/test_{module.name}_*.py)")
     for path, notebook in check.notebooks.items():
         outcome = "executed OK" if notebook.ok else "failed"
-        ui.status(notebook.ok, f"notebook {path.name}: {outcome}: {notebook.headline}")
-        if notebook.failure is not None:
+        headline = notebook.headline.splitlines()[0] if notebook.failure is not None else notebook.headline
+        ui.status(notebook.ok, f"notebook {path.name}: {outcome}: {headline}")
+        if notebook.failure is not None:                   # its last lines hold the error message in full
             print(ui.indent(_tail(notebook.failure.traceback, NOTEBOOK_TRACEBACK_LINES)))
     if check.tests is not None and check.tests.failures:
         lines = summary.render(module, hints.tito(), check.tests.failures, check.tests.tests, candidates)

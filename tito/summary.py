@@ -156,7 +156,7 @@ def _failure_lines(failure: dict, indent: str) -> list[str]:
     else:
         shown = message[:4]
         if shown and "implement this" in shown[0]:
-            shown = ["not implemented yet: " + shown[0].split(": ", 1)[-1]]
+            shown = ["still a stub: raises " + shown[0]]
         lines += [f"{indent}  {line}" for line in shown]
     return lines
 
