@@ -235,3 +235,17 @@ def test_a_wrong_embedding_backward_gets_a_short_summary_naming_it_first_with_ex
     assert "expected " in first and "actual " in first, first
     assert "rows differ" in first or "entries differ" in first, first
     assert "-- -x -k " in first
+
+
+def test_a_test_file_that_cannot_be_imported_is_reported_with_its_error(tmp_path):
+    (tmp_path / "test_broken.py").write_text("from mypkg_missing import thing\n\ndef test_a():\n    pass\n")
+    report = tmp_path / "report.json"
+    env = {**os.environ, "TITO_PYTEST_REPORT": str(report), "PYTHONPATH": str(ROOT)}
+    process = subprocess.run([sys.executable, "-m", "pytest", "-p", "tito.pytest_plugin", "--tb=no", "-rN",
+                              "-p", "no:cacheprovider", "test_broken.py"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert process.returncode == 2, process.stdout + process.stderr
+    (entry,) = json.loads(report.read_text())["failures"]
+    assert entry["when"] == "collect" and entry["message"] == ["ModuleNotFoundError: No module named 'mypkg_missing'"]
+    lines = render(CHOSEN[0].module, "tito", [entry], {}, CHOSEN)
+    assert "test_broken.py cannot be imported: ModuleNotFoundError: No module named 'mypkg_missing'" in "\n".join(lines)

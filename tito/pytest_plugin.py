@@ -345,6 +345,17 @@ def pytest_runtest_makereport(item, call):
                               "raised_in": None, "check": None, "line": None, "values": None})
 
 
+def pytest_collectreport(report):
+    """A test file that cannot even be imported (e.g. a name the learner's export lacks): its error's last lines."""
+    if report.failed and os.environ.get(REPORT_ENV_VAR):
+        text = getattr(report, "longreprtext", "") or str(report.longrepr)
+        lines = [line for line in text.strip().splitlines() if line.strip()]
+        errors = [line[1:].strip() for line in lines if line.startswith("E ")] or lines[-1:]
+        _FAILURES.append({"nodeid": report.nodeid or "(collection)", "when": "collect",
+                          "exception": "collection error", "message": _compact("\n".join(errors), 4),
+                          "raised_in": None, "check": None, "line": None, "values": None})
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     destination = os.environ.get(REPORT_ENV_VAR)
     if not destination:

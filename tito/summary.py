@@ -189,7 +189,8 @@ def render(module: Module, tito_command: str, failures: list[dict], tests: dict[
                      f"test{'s' if len(others) != 1 else ''}):")
         for failure in others[:3]:
             message = (failure.get("message") or [failure.get("exception", "")])[0]
-            lines.append(f"    {failure['nodeid']}: {message}"[:200])
+            where = "cannot be imported" if failure.get("when") == "collect" else "failed"
+            lines.append(f"    {failure['nodeid']} {where}: {message}"[:200])
         if len(others) > 3:
             lines.append(f"    ... and {len(others) - 3} more")
     lines.append(f"More: every failure's full traceback: {tito_command} test --module {number} -- -x (stops at the "
