@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from tinytorch.core import checkpoint
-from tinytorch.core.layers import Linear, Module, Parameter, Sequential
-from tinytorch.core.optimizers import SGD, Adam
+from tinytorch.core.autograd import RowSparseGrad, gradcheck
+from tinytorch.core.layers import Dropout, Linear, Module, Parameter, Sequential
+from tinytorch.core.optimizers import SGD, Adam, Adagrad, AdamW, SparseAdam
 from tinytorch.core.tensor import Tensor
 from tinytorch.text.embeddings import Embedding
 from tinytorch.text.quantization import QuantizedEmbedding
@@ -155,8 +156,6 @@ def test_no_grad_in_one_thread_does_not_stop_another_thread_recording():
 
 # ------------------------------------------------------------------------------------------------ versions (defect 2)
 
-from tinytorch.core.autograd import RowSparseGrad, gradcheck  # noqa: E402
-from tinytorch.core.optimizers import AdamW, Adagrad, SparseAdam  # noqa: E402
 
 STALE = "modified by an inplace operation"
 
@@ -257,9 +256,6 @@ def test_gradcheck_still_perturbs_data_in_place():
 
 
 # ------------------------------------------------------------------------------------------------ train/eval (defect 5)
-
-from tinytorch.core.layers import Dropout  # noqa: E402
-
 
 class RefusesEval(Module):
     "A module that cannot leave training mode (the mirror image of QuantizedEmbedding)."
