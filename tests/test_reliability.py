@@ -196,6 +196,17 @@ def test_mark_modified_after_an_in_place_write_raises_and_no_grad_changes():
     np.testing.assert_allclose(w.grad, [1.2, 1.6], rtol=1e-6)
 
 
+def test_an_op_that_saved_its_output_refuses_when_the_output_changes():
+    "ExpBackward keeps exp(x) for its backward; writing into that output afterwards would change dL/dx."
+    x = Tensor([0.0, 1.0], requires_grad=True)
+    y = x.exp()
+    loss = y.sum()                                # SumBackward saves no array: only ExpBackward can notice
+    y.data[...] = 0.0
+    y.mark_modified()
+    with pytest.raises(RuntimeError, match=rf"{STALE}.*the output of ExpBackward"):
+        loss.backward()
+
+
 def test_unsaved_inputs_may_change_freely():
     "AddBackward saves nothing: changing its inputs cannot make its gradient wrong, so it must not raise."
     a, b = Tensor([1.0], requires_grad=True), Tensor([2.0], requires_grad=True)
