@@ -38,7 +38,8 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 INSTALL_DEV_HINT = 'not installed (pip install -e ".[dev]")'
 
 # Demo name -> module with a `main(argv) -> int | None` function.
-DEMOS = {"embeddings": "tinytorch.text.skipgram"}
+DEMOS = {"embeddings": "tinytorch.text.skipgram",
+         "gpt": "tito.demos.gpt"}
 
 
 # ---------------------------------------------------------------------------
