@@ -434,7 +434,7 @@ def config_from_hf(config):
                              num_heads=c["num_attention_heads"],
                              num_kv_heads=c.get("num_key_value_heads") or c["num_attention_heads"],
                              head_dim=c.get("head_dim"), d_ff=c["intermediate_size"], norm_eps=c["rms_norm_eps"],
-                             rope_theta=rope.get("rope_theta", c.get("rope_theta", 10000.0)),
+                             rope_theta=rope.get("rope_theta") or c.get("rope_theta") or 10000.0,
                              tie_embeddings=c.get("tie_word_embeddings", False),
                              bias=bool(c.get("attention_bias", False)))
 
