@@ -9,7 +9,7 @@ __all__ = ['ARCHITECTURES', 'LayerNorm', 'RMSNorm', 'silu', 'GELUMLP', 'SwiGLUML
 
 # %% ../../modules/13_transformers/transformers_dev.ipynb #9a88e9d4
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
@@ -326,6 +326,10 @@ class TransformerLM(Module):
         logits = self.token_embedding.attend(x) if c.tie_embeddings else self.lm_head(x)
         return logits[0] if single else logits
 
+    def generate(self, ids, max_new_tokens, temperature=0.0, use_cache=True, seed=None):
+        "Continue ids (B, T) or (T,) by `max_new_tokens` tokens; greedy at temperature 0 (see `generate` below)."
+        return generate(self, ids, max_new_tokens, temperature, use_cache, seed)
+
     def new_caches(self):
         "One empty `KVCache` per block, for `forward(ids, caches=...)`."
         return [KVCache() for _ in self.blocks]
@@ -392,10 +396,7 @@ def generate(model, ids, max_new_tokens, temperature=0.0, use_cache=True, seed=N
         model.train(was_training)
     return out[0] if single else out
 
-
-TransformerLM.generate = generate
-
-# %% ../../modules/13_transformers/transformers_dev.ipynb #6bf3e66f
+# %% ../../modules/13_transformers/transformers_dev.ipynb #c8e4285c
 _BUFFER_SUFFIXES = (".attn.bias", ".attn.masked_bias", "rotary_emb.inv_freq")   # HF buffers, not parameters
 
 
@@ -493,7 +494,7 @@ def from_hf(state_dict, config, dtype=np.float32):
         p.data = p.data.astype(dtype, copy=False)
     return model
 
-# %% ../../modules/13_transformers/transformers_dev.ipynb #833e0545
+# %% ../../modules/13_transformers/transformers_dev.ipynb #8e4c5a1a
 @dataclass
 class TrainingRun:
     "What `train_language_model` did: the model, the loss history and the unigram baseline (nats/token)."
