@@ -207,3 +207,13 @@ def test_multi_head_attention_bad_arguments(kwargs, words):
 def test_multi_head_attention_bad_input_shape():
     with pytest.raises(ValueError, match=r"\(batch, seq, 8\)"):
         MultiHeadAttention(8, 2)(np.zeros((3, 8), np.float32))
+
+
+def test_a_cache_of_another_batch_is_refused_and_left_unchanged(rng):
+    mha = MultiHeadAttention(8, 2, seed=0)
+    cache = KVCache()
+    with no_grad():
+        mha(rng.standard_normal((2, 3, 8)), cache=cache)
+        with pytest.raises(ValueError, match="holds 2 sequences"):
+            mha(rng.standard_normal((1, 1, 8)), cache=cache)
+    assert cache.length == 3

@@ -268,6 +268,9 @@ class MultiHeadAttention(Module):
             raise ValueError(f"MultiHeadAttention needs x of shape (batch, seq, {self.d_model}); got {x.shape}")
         B, T, _ = x.shape
         H, Hkv, D = self.num_heads, self.num_kv_heads, self.head_dim
+        if cache is not None and cache.keys is not None and cache.keys.shape[0] != B:
+            raise ValueError(f"the KVCache holds {cache.keys.shape[0]} sequences but x has a batch of {B}; "
+                             f"use one cache per batch (a new KVCache() for a new batch)")
         start = 0 if cache is None else cache.length
         q, k, v = self._project(x)
         q = q.reshape(B, T, Hkv, H // Hkv, D).permute(0, 2, 3, 1, 4)          # (B, Hkv, group, T, D)
