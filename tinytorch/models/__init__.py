@@ -539,7 +539,7 @@ def train_language_model(model, train_ids, eval_ids, steps, batch_size=16, seq_l
 
     The learning rate warms up linearly for the first 5% of the steps and decays to 10% (cosine). Evaluates on
     `eval_ids` before training, every `eval_every` steps and at the end. `on_step(step, loss)` and
-    `on_eval(step, eval_loss)` are called for progress reports.
+    `on_eval(step, eval_loss)` are called for progress reports (`on_eval` first when both fall on a step).
     """
     import time
 
@@ -562,13 +562,13 @@ def train_language_model(model, train_ids, eval_ids, steps, batch_size=16, seq_l
         optimizer.step()
         run.steps.append(step)
         run.train_losses.append(loss.item())
-        if on_step:
-            on_step(step, run.train_losses[-1])
         if step % eval_every == 0 or step == steps:
             run.eval_steps.append(step)
             run.eval_losses.append(evaluation_loss(model, eval_ids, seq_len))
             if on_eval:
                 on_eval(step, run.eval_losses[-1])
+        if on_step:                                   # after the evaluation, so a report can show both
+            on_step(step, run.train_losses[-1])
     run.seconds = time.perf_counter() - started
     model.eval()
     return run

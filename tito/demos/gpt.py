@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="tito demo gpt",
                      description="Train a small character-level GPT (tinytorch.models) on the built-in corpus, "
                                  "report the evaluation loss against the unigram baseline, and sample text.")
-    parser.add_argument("--steps", metavar="N", type=_number(int, 1), default=400, help="training steps (default: 400)")
+    parser.add_argument("--steps", metavar="N", type=_number(int, 1), default=300, help="training steps (default: 300)")
     parser.add_argument("--layers", metavar="L", type=_number(int, 1, 12), default=2, help="blocks (default: 2)")
     parser.add_argument("--dim", metavar="D", type=_number(int, 8, 512), default=64,
                         help="model width, a multiple of --heads (default: 64)")
@@ -152,8 +152,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f"model: GPT-2 architecture, {args.layers} blocks, width {args.dim}, {args.heads} heads, context "
           f"{args.context}, tied head: {parameters:,} parameters")
     print(f"training: {args.steps} steps of {args.batch} windows, AdamW peak lr {args.lr}, seed {args.seed}")
-    progress = ProgressBar(args.steps)
-    eval_every = max(1, args.steps // 8)
+    progress = ProgressBar(args.steps, lines=8)
+    eval_every = max(1, args.steps // 8)                # the bar's lines then show a fresh evaluation loss
     run = train_language_model(model, ids[:split], ids[split:], steps=args.steps, batch_size=args.batch,
                                seq_len=args.context, lr=args.lr, eval_every=eval_every, seed=args.seed,
                                on_step=progress.update, on_eval=progress.evaluated)
