@@ -54,8 +54,9 @@ def hf_logits(hf, ids):
         return hf(torch.tensor(ids)).logits.numpy()
 
 
-BUILDERS = {"gpt2": hf_gpt2, "llama": hf_llama, "llama_mha_tied": lambda t: hf_llama(t, num_key_value_heads=4,
-                                                                                    tie_word_embeddings=True)}
+BUILDERS = {"gpt2": hf_gpt2, "llama": hf_llama,
+            "llama_mha_tied": lambda t: hf_llama(t, num_key_value_heads=4, tie_word_embeddings=True),
+            "gpt2_untied_n_inner": lambda t: hf_gpt2(t, tie_word_embeddings=False, n_inner=48, layer_norm_epsilon=1e-3)}
 
 
 @pytest.mark.parametrize("name", BUILDERS)

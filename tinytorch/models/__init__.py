@@ -456,9 +456,11 @@ def config_to_hf(config):
 
 
 def _hf_layout(model):
-    "name -> True for parameters whose Hugging Face array is the transpose of ours (LLaMA's nn.Linear weights)."
+    """name -> True for parameters whose Hugging Face array is the transpose of ours: the `nn.Linear` weights,
+    which are every LLaMA projection and an untied `lm_head` in both families (GPT-2's Conv1D is (in, out))."""
     linear_weights = {f"{name}.weight" for name, m in model.named_modules() if isinstance(m, Linear)}
-    return {name: model.config.arch == "llama" and name in linear_weights for name, _ in model.named_parameters()}
+    return {name: name in linear_weights and (model.config.arch == "llama" or name == "lm_head.weight")
+            for name, _ in model.named_parameters()}
 
 
 def to_hf(model):
