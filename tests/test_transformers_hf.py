@@ -116,8 +116,7 @@ def test_weights_trained_here_give_the_same_logits_in_transformers(transformers,
 
 
 @pytest.mark.parametrize("kind", ["layer", "rms"])
-def test_norms_match_pytorch_forward_and_gradients(transformers, rng, kind):
-    import torch
+def test_norms_match_pytorch_forward_and_gradients(torch, rng, kind):
     import torch.nn.functional as F
     norm = LayerNorm(6, eps=1e-5) if kind == "layer" else RMSNorm(6, eps=1e-6)
     for p in norm.parameters():
