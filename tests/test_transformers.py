@@ -246,3 +246,17 @@ def test_training_beats_the_unigram_baseline():
                                eval_every=20, seed=1, on_step=lambda step, loss: seen.append(step))
     assert seen == list(range(1, 41)) and run.eval_steps == [0, 20, 40]
     assert run.eval_losses[-1] < 0.5 * run.unigram_loss < run.eval_losses[0]
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(steps=0), "steps"), (dict(batch_size=-1), "batch_size"), (dict(seq_len=100), "at least seq_len"),
+    (dict(eval_every=0), "eval_every"),
+])
+def test_training_bad_arguments_fail_before_any_step(kwargs, words):
+    model = TransformerLM(TransformerConfig(vocab_size=9, max_seq_len=16, d_model=16, num_layers=1, num_heads=2), seed=0)
+    before = to_hf(model)
+    options = dict(steps=2, batch_size=2, seq_len=8, eval_every=1)
+    options.update(kwargs)
+    with pytest.raises(ValueError, match=words):
+        train_language_model(model, np.arange(60) % 9, np.arange(60) % 9, **options)
+    assert all(np.array_equal(before[k], v) for k, v in to_hf(model).items())

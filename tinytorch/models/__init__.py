@@ -9,6 +9,7 @@ __all__ = ['ARCHITECTURES', 'LayerNorm', 'RMSNorm', 'silu', 'GELUMLP', 'SwiGLUML
 
 # %% ../../modules/13_transformers/transformers_dev.ipynb #9a88e9d4
 import math
+import time
 from dataclasses import dataclass
 from typing import Optional
 
@@ -543,8 +544,12 @@ def train_language_model(model, train_ids, eval_ids, steps, batch_size=16, seq_l
     `eval_ids` before training, every `eval_every` steps and at the end. `on_step(step, loss)` and
     `on_eval(step, eval_loss)` are called for progress reports (`on_eval` first when both fall on a step).
     """
-    import time
-
+    steps, batch_size, seq_len, eval_every = (_positive_int(name, value) for name, value in (
+        ("steps", steps), ("batch_size", batch_size), ("seq_len", seq_len), ("eval_every", eval_every)))
+    for name, ids in (("train_ids", train_ids), ("eval_ids", eval_ids)):
+        if np.ndim(ids) != 1 or len(ids) < seq_len + 2:
+            raise ValueError(f"{name} must be a 1-D array of at least seq_len + 2 = {seq_len + 2} token ids; "
+                             f"got shape {np.shape(ids)}")
     rng = np.random.default_rng(seed)
     optimizer = AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
     warmup = max(1, steps // 20)
