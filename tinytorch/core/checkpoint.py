@@ -148,19 +148,24 @@ def save(module_or_state_dict, path):
     An uncompressed `.npz` (written to exactly `path`, no suffix added) holding every array under its name,
     plus `__tinytorch_format__` (= 1) and `__tinytorch_manifest__` (JSON: name, dtype, shape, SHA-256 of each).
     The write is atomic: a temporary file in the same directory, renamed over `path` only when complete.
-    Object arrays and names starting with `__tinytorch` are refused. Returns `path` as a `Path`.
+    A symlink is written through (the file it points to is replaced; the link stays). A missing directory
+    raises FileNotFoundError naming `path`. Object arrays and names starting with `__tinytorch` are refused.
+    Returns `path` as a `Path`.
     """
     arrays = _state_arrays(module_or_state_dict)
     entries = {FORMAT_KEY: np.array(CHECKPOINT_FORMAT_VERSION, dtype=np.int64),
                MANIFEST_KEY: np.array(_manifest(arrays)), **arrays}
     path = Path(path)
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")   # same directory: same filesystem
+    target = Path(os.path.realpath(path))     # the file a symlink points to: renaming over the link would replace it
+    if not target.parent.is_dir():
+        raise FileNotFoundError(f"cannot save to {path}: the directory {target.parent} does not exist")
+    temporary = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")   # same directory: same filesystem
     try:
         with open(temporary, "xb") as file:
             _write_npz(file, entries)
             file.flush()
             os.fsync(file.fileno())           # the bytes are on disk before the name points at them
-        os.replace(temporary, path)           # atomic: readers see the old file or the new one, never half
+        os.replace(temporary, target)         # atomic: readers see the old file or the new one, never half
     except BaseException:                     # any failure, Ctrl-C included: no temporary file left behind
         temporary.unlink(missing_ok=True)
         raise
@@ -188,9 +193,9 @@ def load(path):
 def load_into(module, path, strict=True):
     """Load the checkpoint at `path` into `module` in place; returns `load_state_dict`'s `LoadResult`.
 
-    Everything is checked before any parameter is written: a bad file, a missing or (when `strict`)
+    Everything is checked before any parameter or buffer is written: a bad file, a missing or (when `strict`)
     unexpected name, or a wrong shape raises `CheckpointError` and leaves `module` unchanged.
-    Arrays are cast to each parameter's dtype.
+    Arrays are cast to each parameter's dtype; buffers (such as quantised codes) are loaded too.
     """
     state = load(path)
     try:

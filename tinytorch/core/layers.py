@@ -16,6 +16,8 @@ class Parameter(Tensor):
     Floating point: with `dtype=None` the tensor rule applies (float64 becomes float32) and ints become float32.
     """
 
+    _name = None  # "Linear.weight": set when first assigned to a Module attribute, for error messages
+
     def __init__(self, data, requires_grad=True, dtype=None):
         array = np.array(data.data if isinstance(data, Tensor) else data, dtype=dtype)  # a copy: optimisers write in place
         if array.dtype.kind != "f":
@@ -52,6 +54,7 @@ class Module:
 
     Parameters are found in attributes (and lists/tuples/dicts of them) in definition order,
     depth first; each shared parameter is listed once, under the first name reached.
+    Buffers (`register_buffer`) are state that is not learned, kept as plain ndarrays.
     """
 
     training = True
@@ -61,6 +64,11 @@ class Module:
 
     def __call__(self, *args, **kwargs):
         return self.forward(*args, **kwargs)
+
+    def __setattr__(self, name, value):
+        if isinstance(value, Parameter) and value._name is None:
+            value._name = f"{type(self).__name__}.{name}"   # only for error messages; discovery walks attributes
+        object.__setattr__(self, name, value)
 
     def _named_entries(self):
         "This module's own (name, Parameter or layer) pairs, in attribute order."
@@ -109,11 +117,52 @@ class Module:
         "Every distinct parameter, in `named_parameters()` order."
         return [p for _, p in self.named_parameters()]
 
+    def register_buffer(self, name, array, persistent=True):
+        """Keep `array` (an ndarray of numbers, or None) as state that is not learned, such as a quantised table.
+
+        It becomes the attribute `name` (reassign it freely); `named_buffers()` lists it, `state_dict()` and
+        `load_state_dict()` carry it unless `persistent=False`, and it is never a parameter (no optimiser sees it).
+        """
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"buffer name must be a Python identifier; got {name!r}")
+        if hasattr(self, name) and name not in vars(self).get("_buffers", {}):
+            raise KeyError(f"cannot register buffer {name!r}: the attribute already exists")
+        if isinstance(array, Tensor):                # one kind of buffer: arrays (a Tensor could carry a graph)
+            raise TypeError(f"buffer {name!r} must be an ndarray, not a {type(array).__name__}; pass its .data")
+        if array is not None:
+            array = np.asarray(array)
+            if array.dtype.kind not in "fiub":
+                raise TypeError(f"buffer {name!r} must hold numbers or bools; got dtype {array.dtype}")
+        vars(self).setdefault("_buffers", {})[name] = bool(persistent)   # name -> persistent
+        setattr(self, name, array)
+
+    def _buffer_entries(self, prefix=""):
+        "(dotted name, module, attribute, persistent) for every registered buffer that is not None."
+        for module_name, module in self.named_modules(prefix):
+            for name, persistent in vars(module).get("_buffers", {}).items():
+                if getattr(module, name) is not None:
+                    yield (f"{module_name}.{name}" if module_name else name), module, name, persistent
+
+    def named_buffers(self, prefix=""):
+        "(dotted name, ndarray) for every buffer of this module and its sub-modules (persistent or not)."
+        for full, module, name, _ in self._buffer_entries(prefix):
+            yield full, getattr(module, name)
+
+    def buffers(self):
+        "Every buffer array, in `named_buffers()` order."
+        return [array for _, array in self.named_buffers()]
+
     def train(self, mode=True):
-        "Set `training = mode` on this module and every sub-module; returns self."
-        for _, module in self.named_modules():
+        "Set `training = mode` on this module and every sub-module, all or nothing; returns self."
+        modules = [module for _, module in self.named_modules()]
+        for module in modules:                # check first: a module that refuses raises before any switch
+            module._check_mode(bool(mode))
+        for module in modules:
             module.training = bool(mode)
         return self
+
+    def _check_mode(self, mode):
+        "Raise if this module cannot be put in `training = mode` (an inference-only module refuses True)."
 
     def eval(self):
         "Evaluation mode (`train(False)`): dropout off. Returns self."
@@ -125,40 +174,52 @@ class Module:
             p.grad = None
 
     def state_dict(self):
-        "OrderedDict of dotted name -> a copy of the parameter's array, in `named_parameters()` order."
-        return OrderedDict((name, p.data.copy()) for name, p in self.named_parameters())
+        "OrderedDict of dotted name -> a copy of each parameter's array (`named_parameters()` order), then of each persistent buffer."
+        state = OrderedDict((name, p.data.copy()) for name, p in self.named_parameters())
+        state.update((full, np.array(getattr(module, name))) for full, module, name, persistent
+                     in self._buffer_entries() if persistent)
+        return state
 
     def load_state_dict(self, state, strict=True):
-        """Copy arrays from `state` (name -> array) into the parameters, in place and cast to their dtype.
+        """Copy arrays from `state` (name -> array) into the parameters and persistent buffers, in place.
 
-        Every key and shape is checked before anything is written: a missing key (or, when
-        `strict`, an unexpected one) raises KeyError, a wrong shape ValueError, and the module is
-        left unchanged. Returns `LoadResult(missing_keys, unexpected_keys)`.
+        Parameters take their dtype (a cast); a buffer refuses a value it cannot hold (floats into integer
+        codes). Every key, shape and dtype is checked before anything is written: a missing key (or, when
+        `strict`, an unexpected one) raises KeyError, a wrong shape ValueError, a wrong dtype TypeError, and
+        the module is left unchanged. Returns `LoadResult(missing_keys, unexpected_keys)`.
         """
         if not isinstance(state, Mapping):
             raise TypeError(f"state_dict must be a mapping of parameter name -> array, such as "
                             f"module.state_dict(); got {type(state).__name__}")
-        params = OrderedDict(self.named_parameters())
-        missing = [name for name in params if name not in state]
-        unexpected = [name for name in state if name not in params]
+        targets = OrderedDict((name, ("parameter", p.data, p)) for name, p in self.named_parameters())
+        targets.update((full, ("buffer", getattr(module, name), None)) for full, module, name, persistent
+                       in self._buffer_entries() if persistent)
+        missing = [name for name in targets if name not in state]
+        unexpected = [name for name in state if name not in targets]
         if strict and (missing or unexpected):
             problems = ([f"missing key(s) {missing}"] if missing else []) + (
                 [f"unexpected key(s) {unexpected}"] if unexpected else [])
-            raise KeyError(f"state_dict has {' and '.join(problems)}; the module expects {list(params)}")
+            raise KeyError(f"state_dict has {' and '.join(problems)}; the module expects {list(targets)}")
         arrays = {}
-        for name, p in params.items():
+        for name, (kind, target, _) in targets.items():
             if name not in state:
                 continue
             value = state[name]
             array = np.asarray(value.data if isinstance(value, Tensor) else value)
             if array.dtype.kind not in "fiub":
                 raise TypeError(f"state_dict[{name!r}] must hold numbers; got dtype {array.dtype}")
-            if array.shape != p.shape:
-                raise ValueError(f"state_dict[{name!r}] has shape {array.shape} but the parameter {name!r} "
-                                 f"has shape {p.shape}")
+            if array.shape != target.shape:
+                raise ValueError(f"state_dict[{name!r}] has shape {array.shape} but the {kind} {name!r} "
+                                 f"has shape {target.shape}")
+            if kind == "buffer" and not np.can_cast(array.dtype, target.dtype, "same_kind"):
+                raise TypeError(f"state_dict[{name!r}] has dtype {array.dtype}, which the buffer {name!r} "
+                                f"({target.dtype}) cannot hold without changing its values")
             arrays[name] = array
         for name, array in arrays.items():
-            params[name].data[...] = array          # in place: optimisers and tied layers keep the same array
+            _, target, parameter = targets[name]
+            target[...] = array                      # in place: optimisers and tied layers keep the same array
+            if parameter is not None:
+                parameter.mark_modified()            # a graph recorded before the load is stale
         return LoadResult(missing, unexpected)
 
     def extra_repr(self):

@@ -118,6 +118,7 @@ class Optimizer:
                 for i, (p, state) in enumerate(zip(self.params, self.state)) if p.grad is not None]
         for p, grad, state in work:
             self._update(p, grad, state)
+            p.mark_modified()    # the weights changed in place: a graph built before this step is stale
 
     def _grad_kind_error(self, sparse):
         "A message when this optimiser cannot use a row-sparse (`sparse=True`) or dense gradient, else None."

@@ -15,7 +15,8 @@ import numpy as np
 
 from ..core.layers import Module
 from ..core.tensor import Tensor
-from .embeddings import EMBEDDING_MODELS, Embedding, as_token_ids
+from .embeddings import Embedding, as_token_ids
+from .memory import EMBEDDING_MODELS
 
 # %% ../../modules/11_embeddings/quantization_dev.ipynb #d20a7703
 SERVING_DTYPES = ("float32", "float16", "int8", "int4")
@@ -155,9 +156,10 @@ _INFERENCE_ONLY = ("QuantizedEmbedding is inference-only (integer codes have no 
 class QuantizedEmbedding(Module):
     """An inference-only lookup table stored as per-row affine int8 or int4 codes: token ids (*) -> float32 (*, d).
 
-    Build it with `from_float(embedding, bits)`. Arrays: `codes` (V, d) uint8, or (V, ceil(d/2)) with two int4
-    codes per byte; `scales`, `offsets` (V,) float32; row r reads back as codes · scales[r] + offsets[r].
-    No parameters; `train()` and `requires_grad = True` raise RuntimeError.
+    Build it with `from_float(embedding, bits)`. Buffers (in `state_dict()`): `codes` (V, d) uint8, or
+    (V, ceil(d/2)) with two int4 codes per byte; `scales`, `offsets` (V,) float32; row r reads back as
+    codes · scales[r] + offsets[r]. No parameters; `train()` and `requires_grad = True` raise RuntimeError.
+    `max_abs_error` describes the table `from_float` measured; it is not part of the state dict.
     """
 
     def __init__(self, codes, scales, offsets, bits, embedding_dim, padding_idx=None, max_abs_error=float("nan")):
@@ -168,7 +170,8 @@ class QuantizedEmbedding(Module):
             raise ValueError(f"expected uint8 codes (V, {width}) and float32 scales and offsets (V,) for {bits}-bit rows "
                              f"of {embedding_dim} values; got codes {codes.shape} {codes.dtype}, scales {scales.shape}, "
                              f"offsets {offsets.shape} (QuantizedEmbedding.from_float builds them)")
-        self.codes, self.scales, self.offsets = codes, scales, offsets
+        for name, array in (("codes", codes), ("scales", scales), ("offsets", offsets)):
+            self.register_buffer(name, array)          # saved and loaded by state_dict and checkpoints
         self.vocab_size, self.embedding_dim = len(codes), int(embedding_dim)
         self.padding_idx, self.max_abs_error = padding_idx, float(max_abs_error)
 
@@ -221,13 +224,12 @@ class QuantizedEmbedding(Module):
 
     @training.setter
     def training(self, mode):
+        self._check_mode(mode)
+
+    def _check_mode(self, mode):
+        "`train(False)` (what `eval()` calls) is a no-op; `train()`, here or on a parent, raises before anything switches."
         if mode:
             raise RuntimeError(_INFERENCE_ONLY)
-
-    def train(self, mode=True):
-        "`train(False)` (what `eval()` calls) is a no-op; `train()` raises RuntimeError."
-        self.training = mode
-        return self
 
     @property
     def requires_grad(self):
