@@ -260,3 +260,22 @@ def test_training_bad_arguments_fail_before_any_step(kwargs, words):
     with pytest.raises(ValueError, match=words):
         train_language_model(model, np.arange(60) % 9, np.arange(60) % 9, **options)
     assert all(np.array_equal(before[k], v) for k, v in to_hf(model).items())
+
+
+def test_gpt2_input_block_is_module_11s_positional_encoding_with_a_start(rng):
+    "wte[ids] + wpe[start..start+T-1] equals module 11's PositionalEncoding.forward(x, start) on the same table."
+    from tinytorch.text.embeddings import PositionalEncoding
+    model = tiny("gpt2")
+    positions = PositionalEncoding.from_pretrained(model.transformer.wpe.weight.data)
+    ids = rng.integers(0, 37, size=(2, 4))
+    caches = model.new_caches()
+    with no_grad():
+        model(ids[:, :3], caches=caches)                                   # cache length 3: the next token is at 3
+        step = model(ids[:, 3:], caches=caches).data
+    x = positions(model.transformer.wte(ids), start=0)
+    for block in model.blocks:
+        x = block(x)
+    expected = model.token_embedding.attend(model.transformer.ln_f(x)).data[:, 3:]
+    assert np.allclose(step, expected, atol=1e-5)
+    assert np.array_equal(positions(model.transformer.wte(ids[:, 3:]), start=3).data,
+                          (model.transformer.wte(ids[:, 3:]) + model.transformer.wpe(np.array([3]))).data)

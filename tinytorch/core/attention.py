@@ -276,9 +276,8 @@ class MultiHeadAttention(Module):
         q = q.reshape(B, T, Hkv, H // Hkv, D).permute(0, 2, 3, 1, 4)          # (B, Hkv, group, T, D)
         k = k.reshape(B, T, Hkv, D).permute(0, 2, 1, 3)                       # (B, Hkv, T, D)
         v = v.reshape(B, T, Hkv, D).permute(0, 2, 1, 3)                       # (B, Hkv, T, D)
-        if self.rope is not None:
-            positions = np.arange(start, start + T)                            # continue after the cache
-            q, k = self.rope(q, positions=positions), self.rope(k, positions=positions)
+        if self.rope is not None:                                              # positions continue after the cache
+            q, k = self.rope(q, start=start), self.rope(k, start=start)
         if cache is not None:
             k, v = cache.update(k, v)                                          # (B, Hkv, S, D), S = start + T
         S = k.shape[-2]
