@@ -39,6 +39,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 # Demo name -> module with a `main(argv) -> int | None` function.
 DEMOS = {
     "embeddings": "tito.demos.embeddings",
+    "gpt": "tito.demos.gpt",
 }
 
 

@@ -1,0 +1,140 @@
+"""Module 13 against Hugging Face transformers (and PyTorch): tiny random GPT2LMHeadModel and LlamaForCausalLM
+built from configs (no download) give the same logits and the same greedy tokens here; to_hf/from_hf round-trip;
+weights trained here load into transformers with the same logits; LayerNorm/RMSNorm match PyTorch with gradients."""
+import numpy as np
+import pytest
+
+from tinytorch.core.autograd import no_grad
+from tinytorch.core.optimizers import AdamW
+from tinytorch.core.tensor import Tensor
+from tinytorch.models import LayerNorm, RMSNorm, config_to_hf, from_hf, to_hf
+
+pytestmark = pytest.mark.torch
+ATOL = 1e-4
+
+
+@pytest.fixture(scope="module")
+def transformers():
+    pytest.importorskip("torch", reason="torch not installed; parity tests need pip install torch==2.13.0")
+    return pytest.importorskip("transformers", reason="transformers not installed; parity tests need "
+                                                      "pip install transformers")
+
+
+def hf_gpt2(transformers, **overrides):
+    import torch
+    torch.manual_seed(0)
+    options = dict(vocab_size=61, n_positions=40, n_embd=32, n_layer=2, n_head=4, bos_token_id=None,
+                   eos_token_id=None, attn_implementation="eager")
+    options.update(overrides)
+    return transformers.GPT2LMHeadModel(transformers.GPT2Config(**options)).eval()
+
+
+def hf_llama(transformers, **overrides):
+    import torch
+    torch.manual_seed(0)
+    options = dict(vocab_size=61, hidden_size=32, intermediate_size=72, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=2, max_position_embeddings=64, rope_theta=500.0, rms_norm_eps=1e-5,
+                   bos_token_id=None, eos_token_id=None, pad_token_id=None, attn_implementation="eager")
+    options.update(overrides)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**options)).eval()
+    with torch.no_grad():                              # random norm weights, so a wrong eps or layout shows
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.uniform_(0.5, 1.5)
+    return model
+
+
+def numpy_state(hf):
+    return {name: tensor.detach().numpy().copy() for name, tensor in hf.state_dict().items()}
+
+
+def hf_logits(hf, ids):
+    import torch
+    with torch.no_grad():
+        return hf(torch.tensor(ids)).logits.numpy()
+
+
+BUILDERS = {"gpt2": hf_gpt2, "llama": hf_llama,
+            "llama_mha_tied": lambda t: hf_llama(t, num_key_value_heads=4, tie_word_embeddings=True),
+            "gpt2_untied_n_inner": lambda t: hf_gpt2(t, tie_word_embeddings=False, n_inner=48, layer_norm_epsilon=1e-3)}
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+def test_logits_match_transformers(transformers, rng, name):
+    hf = BUILDERS[name](transformers)
+    model = from_hf(numpy_state(hf), hf.config.to_dict())
+    ids = rng.integers(0, 61, size=(2, 17))
+    assert np.allclose(model(ids).data, hf_logits(hf, ids), atol=ATOL)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_greedy_generation_matches_transformers(transformers, rng, name):
+    import torch
+    hf = BUILDERS[name](transformers)
+    model = from_hf(numpy_state(hf), hf.config.to_dict())
+    prompt = rng.integers(0, 61, size=(2, 5))
+    with torch.no_grad():
+        expected = hf.generate(torch.tensor(prompt), max_new_tokens=15, do_sample=False, pad_token_id=0,
+                               attention_mask=torch.ones(prompt.shape, dtype=torch.long)).numpy()
+    for use_cache in (True, False):
+        assert np.array_equal(model.generate(prompt, 15, use_cache=use_cache), expected)
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+def test_to_hf_of_from_hf_round_trips(transformers, name):
+    state = numpy_state(BUILDERS[name](transformers))
+    hf = BUILDERS[name](transformers)
+    again = to_hf(from_hf(state, hf.config.to_dict()))
+    assert again.keys() == state.keys()
+    assert all(again[key].shape == state[key].shape and np.array_equal(again[key], state[key]) for key in state)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_weights_trained_here_give_the_same_logits_in_transformers(transformers, rng, name):
+    import torch
+    hf = BUILDERS[name](transformers)
+    model = from_hf(numpy_state(hf), hf.config.to_dict())
+    before = to_hf(model)
+    optimizer = AdamW(model.parameters(), lr=1e-2)
+    model.train()
+    for _ in range(3):
+        ids = rng.integers(0, 61, size=(4, 12))
+        loss = model.loss(ids[:, :-1], ids[:, 1:])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    trained = to_hf(model)
+    assert all(not np.array_equal(trained[k], before[k]) for k in trained if not k.endswith("norm.weight"))
+    config = config_to_hf(model.config)
+    config_class = transformers.GPT2Config if name == "gpt2" else transformers.LlamaConfig
+    model_class = transformers.GPT2LMHeadModel if name == "gpt2" else transformers.LlamaForCausalLM
+    fresh = model_class(config_class(**{k: v for k, v in config.items() if k != "model_type"})).eval()
+    fresh.load_state_dict({k: torch.from_numpy(v) for k, v in trained.items()}, strict=True)
+    ids = rng.integers(0, 61, size=(2, 9))
+    assert np.allclose(model(ids).data, hf_logits(fresh, ids), atol=ATOL)
+
+
+@pytest.mark.parametrize("kind", ["layer", "rms"])
+def test_norms_match_pytorch_forward_and_gradients(torch, rng, kind):
+    import torch.nn.functional as F
+    norm = LayerNorm(6, eps=1e-5) if kind == "layer" else RMSNorm(6, eps=1e-6)
+    for p in norm.parameters():
+        p.data = rng.standard_normal(p.shape)
+    array = rng.standard_normal((3, 4, 6))
+    x, tx = Tensor(array, requires_grad=True, dtype=np.float64), torch.tensor(array, requires_grad=True)
+    tweight = torch.tensor(norm.weight.data, requires_grad=True)
+    if kind == "layer":
+        tbias = torch.tensor(norm.bias.data, requires_grad=True)
+        theirs = F.layer_norm(tx, (6,), tweight, tbias, eps=1e-5)
+    else:
+        theirs = F.rms_norm(tx, (6,), tweight, eps=1e-6)
+    ours = norm(x)
+    assert np.allclose(ours.data, theirs.detach().numpy(), atol=1e-10)
+    upstream = rng.standard_normal(ours.shape)
+    ours.backward(upstream)
+    theirs.backward(torch.tensor(upstream))
+    assert np.allclose(x.grad, tx.grad.numpy(), atol=1e-9)
+    assert np.allclose(norm.weight.grad, tweight.grad.numpy(), atol=1e-9)
+    if kind == "layer":
+        assert np.allclose(norm.bias.grad, tbias.grad.numpy(), atol=1e-9)
