@@ -310,7 +310,7 @@ class BPETokenizer(Tokenizer):
         HINTS:
         - `max(pair_counts, key=pair_counts.get)` breaks ties by insertion order, which depends on
           the text's order: training would not be deterministic.
-        - Two chunks can become the same after a merge: add their counts (`merged[...] += count`).
+        - Carry each chunk's count over to its merged form: a chunk seen 10 times still counts 10.
         """
         _require_text(text)
         if not isinstance(vocab_size, int) or vocab_size < BYTE_VOCAB_SIZE:
