@@ -12,6 +12,7 @@ from tinytorch.text.tokenization import (
     BPETokenizer,
     CharTokenizer,
     WordTokenizer,
+    count_pairs,
     load_tokenizer,
     merge_pair,
 )
@@ -186,6 +187,65 @@ def test_bpe_decode_of_a_cut_character_uses_replacement_char():
 def test_merge_pair_is_left_to_right_and_non_overlapping():
     assert merge_pair((1, 1, 1, 2), (1, 1), 9) == (9, 1, 2)
     assert merge_pair((1, 1, 1, 1), (1, 1), 9) == (9, 9)
+
+
+def test_count_pairs_weights_each_sequence_by_its_count():
+    counts = count_pairs({(1, 1, 1): 1, (1, 2): 3, (5,): 7, (): 2})
+    assert counts == {(1, 1): 2, (1, 2): 3}
+
+
+def test_merge_pair_returns_a_tuple_and_leaves_unmatched_ids():
+    assert merge_pair([1, 2, 3], (3, 1), 9) == (1, 2, 3)
+    assert merge_pair((), (1, 2), 9) == ()
+    assert merge_pair((1, 2, 1, 2, 1), (1, 2), 9) == (9, 9, 1)
+
+
+def naive_bpe_merges(text, vocab_size):
+    """Reference training: every chunk occurrence kept as its own list (no counting of distinct
+    chunks), pairs recounted from scratch each step, the same tie rule (most frequent, then smallest)."""
+    chunks = [list(chunk.encode("utf-8")) for chunk in BPE_CHUNK_PATTERN.findall(text)]
+    merges = []
+    for new_id in range(BYTE_VOCAB_SIZE, vocab_size):
+        counts = {}
+        for ids in chunks:
+            for pair in zip(ids, ids[1:]):
+                counts[pair] = counts.get(pair, 0) + 1
+        if not counts:
+            break
+        best = min(counts, key=lambda pair: (-counts[pair], pair))
+        merges.append(best)
+        chunks = [list(merge_pair(ids, best, new_id)) for ids in chunks]
+    return merges
+
+
+def naive_bpe_encode(merges, text):
+    """Reference encoding: apply every merge in the order learned, over each whole chunk. A merge
+    can only create pairs that contain its new id, which rank later, so this equals replaying the
+    earliest-ranked pair first."""
+    ids = []
+    for chunk in BPE_CHUNK_PATTERN.findall(text):
+        chunk_ids = tuple(chunk.encode("utf-8"))
+        for rank, pair in enumerate(merges):
+            chunk_ids = merge_pair(chunk_ids, pair, BYTE_VOCAB_SIZE + rank)
+        ids.extend(chunk_ids)
+    return ids
+
+
+def test_bpe_training_matches_a_naive_reference_on_repeated_chunks():
+    # SAMPLE_TEXT repeats every chunk 10 times: counting distinct chunks must weight them by occurrence
+    assert BPETokenizer.train(SAMPLE_TEXT, vocab_size=330).merges == naive_bpe_merges(SAMPLE_TEXT, 330)
+
+
+def test_bpe_encoding_replays_merges_by_rank_not_left_to_right():
+    tokenizer = BPETokenizer([(98, 99), (97, 98)])   # "bc" was learned before "ab"
+    assert tokenizer.encode("abc") == [97, 256]      # a + bc, not ab + c
+    assert tokenizer.encode("abc") == naive_bpe_encode(tokenizer.merges, "abc")
+
+
+@pytest.mark.parametrize("text", ["the dog's ball rolls after the black cat.", "barn park dark", "aaaa bbbb ab",
+                                  "naïve café 😀"])
+def test_bpe_encoding_matches_applying_the_merges_in_order(bpe, text):
+    assert bpe.encode(text) == naive_bpe_encode(bpe.merges, text)
 
 
 @pytest.mark.parametrize("vocab_size", [0, 100, 255])

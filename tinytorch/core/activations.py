@@ -33,21 +33,74 @@ class ReLU(Activation):
     "max(x, 0), elementwise. Shape `(*)` → `(*)`."
 
     def forward(self, x):
+        """max(x, 0) of `x (*)`, elementwise; returns shape `(*)`.
+
+        TODO: return the activation of `x` as a new `Tensor` that autograd can differentiate.
+
+        APPROACH:
+        1. `x` is already a `Tensor` (`Activation.__call__` converted arrays).
+        2. Module 01 gave `Tensor` the differentiable op: `x.relu()`. Return its result.
+
+        EXAMPLE:
+        ReLU()(Tensor([-2.0, 0.0, 3.0])).data -> [0.0, 0.0, 3.0]
+
+        HINTS:
+        - Do not compute on `x.data` with NumPy: the result would not be connected to the graph,
+          and `backward()` would never reach `x`.
+        """
+        ### BEGIN SOLUTION
         return x.relu()
+        ### END SOLUTION
 
 # %% ../../modules/02_activations/activations_dev.ipynb #5756e58e
 class Sigmoid(Activation):
     "1 / (1 + exp(-x)), elementwise, in (0, 1). Shape `(*)` → `(*)`."
 
     def forward(self, x):
+        """1 / (1 + exp(-x)) of `x (*)`, elementwise; returns shape `(*)`.
+
+        TODO: return the activation of `x` as a new `Tensor` that autograd can differentiate.
+
+        APPROACH:
+        1. `x` is already a `Tensor` (`Activation.__call__` converted arrays).
+        2. Module 01 gave `Tensor` the differentiable op: `x.sigmoid()`. Return its result.
+
+        EXAMPLE:
+        Sigmoid()(Tensor([0.0, -1000.0])).data -> [0.5, 0.0]   (finite: no overflow)
+
+        HINTS:
+        - Do not compute on `x.data` with NumPy: the result would not be connected to the graph,
+          and `backward()` would never reach `x`.
+        - `1 / (1 + (-x).exp())` is right for small x but overflows for x = -1000;
+          `x.sigmoid()` uses the stable form described above.
+        """
+        ### BEGIN SOLUTION
         return x.sigmoid()
+        ### END SOLUTION
 
 
 class Tanh(Activation):
     "tanh(x), elementwise, in (-1, 1). Shape `(*)` → `(*)`."
 
     def forward(self, x):
+        """tanh(x) of `x (*)`, elementwise; returns shape `(*)`.
+
+        TODO: return the activation of `x` as a new `Tensor` that autograd can differentiate.
+
+        APPROACH:
+        1. `x` is already a `Tensor` (`Activation.__call__` converted arrays).
+        2. Module 01 gave `Tensor` the differentiable op: `x.tanh()`. Return its result.
+
+        EXAMPLE:
+        Tanh()(Tensor([0.0, 20.0])).data -> [0.0, 1.0]
+
+        HINTS:
+        - Do not compute on `x.data` with NumPy: the result would not be connected to the graph,
+          and `backward()` would never reach `x`.
+        """
+        ### BEGIN SOLUTION
         return x.tanh()
+        ### END SOLUTION
 
 # %% ../../modules/02_activations/activations_dev.ipynb #ecc4e734
 class GELU(Activation):
@@ -63,7 +116,24 @@ class GELU(Activation):
         self.approximate = approximate
 
     def forward(self, x):
+        """0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³))) of `x (*)`; returns shape `(*)`.
+
+        TODO: return the activation of `x` as a new `Tensor` that autograd can differentiate.
+
+        APPROACH:
+        1. `x` is already a `Tensor` (`Activation.__call__` converted arrays).
+        2. Module 01 gave `Tensor` the differentiable op: `x.gelu()`. Return its result.
+
+        EXAMPLE:
+        GELU()(Tensor([0.0, 3.0])).data -> [0.0, 2.996...]
+
+        HINTS:
+        - Do not compute on `x.data` with NumPy: the result would not be connected to the graph,
+          and `backward()` would never reach `x`.
+        """
+        ### BEGIN SOLUTION
         return x.gelu()
+        ### END SOLUTION
 
     def extra_repr(self):
         return f"approximate={self.approximate!r}"
@@ -76,7 +146,26 @@ class Softmax(Activation):
         self.axis = axis
 
     def forward(self, x):
+        """Probabilities along `self.axis`: exp(x) / sum(exp(x)); `x (*)` → `(*)`, each slice sums to 1.
+
+        TODO: return the softmax of `x` along `self.axis` as a new `Tensor`.
+
+        APPROACH:
+        1. Module 01's `x.softmax(axis=...)` subtracts the slice maximum before `exp` (shift
+           invariance), so it cannot overflow, and has the backward y * (grad - sum(grad * y)).
+        2. Pass this layer's axis: the same layer must work for `axis=-1` (rows of a
+           `(batch, classes)` batch) and for any other axis.
+
+        EXAMPLE:
+        Softmax()(Tensor([[1000.0, 1000.0]])).data -> [[0.5, 0.5]]   (finite)
+        Softmax(axis=0)(Tensor([[0.0], [0.0]])).data -> [[0.5], [0.5]]
+
+        HINTS:
+        - `x.exp() / x.exp().sum(...)` is the textbook formula and overflows at 1000.
+        """
+        ### BEGIN SOLUTION
         return x.softmax(axis=self.axis)
+        ### END SOLUTION
 
     def extra_repr(self):
         return f"axis={self.axis}"
@@ -89,7 +178,24 @@ class LogSoftmax(Activation):
         self.axis = axis
 
     def forward(self, x):
+        """x - log(sum(exp(x))) along `self.axis`, computed stably; `x (*)` → `(*)`.
+
+        TODO: return the log-softmax of `x` along `self.axis` as a new `Tensor`.
+
+        APPROACH:
+        1. Module 01's `x.log_softmax(axis=...)` computes `x - max - log(sum(exp(x - max)))` in one
+           op, so it stays finite where `log(softmax(x))` underflows to -inf.
+        2. Pass this layer's axis.
+
+        EXAMPLE:
+        LogSoftmax()(Tensor([[0.0, -200.0]])).data -> [[0.0, -200.0]]   (log(softmax) gives -inf)
+
+        HINTS:
+        - Do not write `x.softmax(axis).log()`: see the EXAMPLE.
+        """
+        ### BEGIN SOLUTION
         return x.log_softmax(axis=self.axis)
+        ### END SOLUTION
 
     def extra_repr(self):
         return f"axis={self.axis}"

@@ -23,22 +23,61 @@ def _check_ignore_index(ignore_index):
     if ignore_index is not None and not is_int:
         raise TypeError(f"ignore_index must be an int or None; got {ignore_index!r}")
 
-
+# %% ../../modules/04_losses/losses_dev.ipynb #0c7d3e94
 def _reduce(losses, count, reduction):
-    "Apply `reduction` to per-element losses; `count` is the divisor for the mean."
+    """Apply `reduction` to the per-element `losses (*)` Tensor; `count` is the divisor for the mean.
+
+    TODO: return `losses` unchanged for "none", their sum `()` for "sum", and sum / count `()` for "mean".
+
+    APPROACH:
+    1. "none": return `losses` as it is.
+    2. Otherwise take `total = losses.sum()` (a Tensor of shape `()`, still on the graph).
+    3. "sum": return `total`. "mean": return `total / float(count)`.
+    4. If `count` is 0, return `total + float("nan")`: a NaN loss whose gradient is still 1.
+
+    EXAMPLE:
+    losses = Tensor([1.0, 2.0, 0.0])
+    _reduce(losses, 2, "mean") -> Tensor(1.5)     (the 0 was an ignored target: divide by 2, not 3)
+    _reduce(losses, 3, "sum")  -> Tensor(3.0)
+
+    HINTS:
+    - `reduction` has already been checked: it is one of `REDUCTIONS`.
+    - `total / 0.0` would send an infinite gradient back (NaN after the mask's 0 *); `+ nan` sends 1.
+    """
+    ### BEGIN SOLUTION
     if reduction == "none":
         return losses
     total = losses.sum()
     if reduction == "sum":
         return total
     return total / float(count) if count > 0 else total + float("nan")   # 0/0: NaN loss, zero gradient
+    ### END SOLUTION
 
-
+# %% ../../modules/04_losses/losses_dev.ipynb #a6c5f1d8
 def cross_entropy(logits, targets, ignore_index=None, reduction="mean"):
     """Cross-entropy between `logits (*, C)` and integer class `targets (*)`, via log_softmax.
 
     `ignore_index`: targets equal to it add nothing and are not counted in the mean.
     `reduction`: "mean" (default, over non-ignored targets), "sum", or "none" (shape `(*)`).
+
+    TODO: after the checks (given), return the reduced loss -log_softmax(logits)[..., target].
+
+    APPROACH:
+    1. `safe`: the targets flattened to `(M,)` int64, with ignored positions replaced by 0
+       (any valid class: their loss is zeroed in step 4). `keep (*)` marks the kept targets.
+    2. `rows = np.arange(M)`; gather `logits.log_softmax(axis=-1).reshape(-1)[rows * classes + safe]`
+       → `(M,)` log-probabilities of the targets, still on the graph.
+    3. Negate them: that is the per-target loss.
+    4. If some targets are ignored, multiply by `Tensor(keep.reshape(-1))` (in the logits' dtype).
+    5. Reshape to `targets.shape` and `_reduce` with `count = keep.sum()`.
+
+    EXAMPLE:
+    cross_entropy(Tensor(np.zeros((4, 10))), [1, 2, 3, 4]) -> Tensor(2.302585)   (= log 10, a uniform guess)
+    cross_entropy(Tensor([[1000.0, -1000.0]]), [1])      -> Tensor(2000.0)       (finite)
+
+    HINTS:
+    - Never `np.log(softmax)`: for the second example softmax is exactly 0 in float32.
+    - Work on Tensors (not `.data`) after the gather, or the gradient cannot reach `logits`.
     """
     _check_reduction(reduction)
     _check_ignore_index(ignore_index)
@@ -62,23 +101,41 @@ def cross_entropy(logits, targets, ignore_index=None, reduction="mean"):
         bad = targets[out_of_range].flat[0]
         raise IndexError(f"target {bad} is out of range for {classes} classes: expected 0 <= target < {classes}"
                          + (f" or target == ignore_index ({ignore_index})" if ignore_index is not None else ""))
+    ### BEGIN SOLUTION
     safe = np.where(keep, targets, 0).reshape(-1).astype(np.int64)
     rows = np.arange(safe.size, dtype=np.int64)
     picked = logits.log_softmax(axis=-1).reshape(-1)[rows * classes + safe]      # (M,) gather
     losses = -picked if keep.all() else -picked * Tensor(keep.reshape(-1), dtype=logits.dtype)
     return _reduce(losses.reshape(targets.shape), int(keep.sum()), reduction)
+    ### END SOLUTION
 
 # %% ../../modules/04_losses/losses_dev.ipynb #5d7ab2e9
 def mse_loss(pred, target, reduction="mean"):
-    "Squared error `(pred - target)**2` of two same-shaped tensors `(*)`, reduced by mean (default), sum or none."
+    """Squared error `(pred - target)**2` of two same-shaped tensors `(*)`, reduced by mean (default), sum or none.
+
+    TODO: after the checks (given), return the reduced squared error.
+
+    APPROACH:
+    1. `diff = pred - target` (shape `(*)`, a Tensor on the graph; both sides get gradients).
+    2. Square it with `diff * diff` and `_reduce` it; the mean divides by every element, `diff.size`.
+
+    EXAMPLE:
+    mse_loss(Tensor([1.0, 3.0]), [0.0, 0.0])                  -> Tensor(5.0)     ((1 + 9) / 2)
+    mse_loss(Tensor([1.0, 3.0]), [0.0, 0.0], reduction="none") -> Tensor([1.0, 9.0])
+
+    HINTS:
+    - Work with Tensors, not `.data`, so that `backward()` reaches `pred` (and `target`).
+    """
     _check_reduction(reduction)
     pred = pred if isinstance(pred, Tensor) else Tensor(pred)
     target = target if isinstance(target, Tensor) else Tensor(np.asarray(target), dtype=pred.dtype)
     if pred.shape != target.shape:
         raise ValueError(f"mse_loss needs pred and target of the same shape; got pred {pred.shape} and "
                          f"target {target.shape}")
+    ### BEGIN SOLUTION
     diff = pred - target
     return _reduce(diff * diff, diff.size, reduction)
+    ### END SOLUTION
 
 # %% ../../modules/04_losses/losses_dev.ipynb #66f67ad5
 class CrossEntropyLoss(Module):

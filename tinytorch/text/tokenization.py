@@ -103,12 +103,44 @@ class CharTokenizer(Tokenizer):
     def vocab_size(self) -> int: return len(self.id_to_token)
 
     def encode(self, text: str) -> List[int]:
-        "str of length L -> list of L ids; unknown characters map to `unk_id`."
+        """str of length L -> list of L ids; unknown characters map to `unk_id`.
+
+        TODO: return one id per character of `text`.
+
+        APPROACH:
+        1. Check the argument with `_require_text(text)` (a TypeError for anything but a str).
+        2. Look each character up in `self.token_to_id`; a character not in it gets `self.unk_id`.
+
+        EXAMPLE:
+        CharTokenizer.from_text("hello").encode("hole!") -> [2, 4, 3, 1, 0]   ('!' is unknown)
+
+        HINTS:
+        - `dict.get(key, default)` does the lookup and the fallback in one call.
+        """
+        ### BEGIN SOLUTION
         return [self.token_to_id.get(char, self.unk_id) for char in _require_text(text)]
+        ### END SOLUTION
 
     def decode(self, ids) -> str:
-        "ids -> str; `unk_id` decodes to '<unk>'; an id outside the vocabulary raises IndexError."
+        """ids -> str; `unk_id` decodes to '<unk>'; an id outside the vocabulary raises IndexError.
+
+        TODO: return the characters of `ids` joined into one string.
+
+        APPROACH:
+        1. `_check_ids(ids, self.vocab_size)` gives the ids as Python ints, or raises a TypeError
+           (float, NaN, bool) or an IndexError naming the bad id and the valid range.
+        2. Map each id to its token with `self.id_to_token` and join them with "".
+
+        EXAMPLE:
+        CharTokenizer.from_text("hello").decode([2, 1, 3, 3, 4]) -> "hello"
+        CharTokenizer.from_text("hello").decode([0])             -> "<unk>"
+
+        HINTS:
+        - Plain `self.id_to_token[i]` would accept -1 (the last token) silently: check first.
+        """
+        ### BEGIN SOLUTION
         return "".join(self.id_to_token[i] for i in _check_ids(ids, self.vocab_size))
+        ### END SOLUTION
 
     def to_dict(self) -> dict: return {"chars": self.id_to_token[1:]}
 
@@ -180,16 +212,48 @@ BPE_CHUNK_PATTERN = re.compile(r" ?\w+| ?[^\s\w]+|\s+(?!\S)|\s+")  # words, punc
 
 
 def count_pairs(sequences: Dict[Tuple[int, ...], int]) -> Counter:
-    "Count neighbouring id pairs over `sequences` (sequence of ids -> how often it occurs)."
+    """Count neighbouring id pairs over `sequences` (sequence of ids -> how often it occurs).
+
+    TODO: return a `Counter` mapping each pair `(left, right)` of neighbouring ids to its count.
+
+    APPROACH:
+    1. For each `ids, count` in `sequences.items()`, walk the neighbouring pairs: `zip(ids, ids[1:])`.
+    2. Add `count` (not 1) for each: a chunk seen 5 times contributes its pairs 5 times.
+
+    EXAMPLE:
+    count_pairs({(97, 97, 97): 1, (97, 98): 2}) -> Counter({(97, 98): 2, (97, 97): 2})
+    (a a a holds the pair (a, a) twice; "ab" occurs twice.)
+
+    HINTS:
+    - A sequence of one id has no pairs; `zip` handles that (and the empty sequence) by itself.
+    """
+    ### BEGIN SOLUTION
     pair_counts = Counter()
     for ids, count in sequences.items():
         for pair in zip(ids, ids[1:]):
             pair_counts[pair] += count
     return pair_counts
+    ### END SOLUTION
 
-
+# %% ../../modules/10_tokenization/tokenization_dev.ipynb #4b9e2f70
 def merge_pair(ids: Sequence[int], pair: Tuple[int, int], new_id: int) -> Tuple[int, ...]:
-    "Replace each non-overlapping occurrence of `pair` in `ids`, left to right, with `new_id`."
+    """Replace each non-overlapping occurrence of `pair` in `ids`, left to right, with `new_id`.
+
+    TODO: return the merged ids as a tuple (shorter by one for each replaced pair).
+
+    APPROACH:
+    1. Walk `ids` with an index `i` starting at 0.
+    2. If `ids[i], ids[i + 1]` is `pair`, append `new_id` and jump two places (`i += 2`).
+    3. Otherwise append `ids[i]` and move one place.
+
+    EXAMPLE:
+    merge_pair((97, 97, 97, 98), (97, 97), 256) -> (256, 97, 98)
+    merge_pair((97, 97, 97, 97), (97, 97), 256) -> (256, 256)
+
+    HINTS:
+    - Check `i + 1 < len(ids)` before reading `ids[i + 1]`: the last id has no right neighbour.
+    """
+    ### BEGIN SOLUTION
     merged, i = [], 0
     while i < len(ids):
         if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
@@ -199,6 +263,7 @@ def merge_pair(ids: Sequence[int], pair: Tuple[int, int], new_id: int) -> Tuple[
             merged.append(ids[i])
             i += 1
     return tuple(merged)
+    ### END SOLUTION
 
 # %% ../../modules/10_tokenization/tokenization_dev.ipynb #c04d8d52
 class BPETokenizer(Tokenizer):
@@ -224,11 +289,34 @@ class BPETokenizer(Tokenizer):
     def train(cls, text: str, vocab_size: int) -> "BPETokenizer":
         """Learn `vocab_size - 256` merges from `text` (fewer if no pairs are left to merge).
 
-        Each step merges the most frequent neighbouring pair; ties go to the smallest (left, right)."""
+        Each step merges the most frequent neighbouring pair; ties go to the smallest (left, right).
+
+        TODO: after the checks (given), learn the merges and return `cls(merges)`.
+
+        APPROACH:
+        1. Split `text` into chunks with `BPE_CHUNK_PATTERN.findall(text)`; count each distinct
+           chunk's UTF-8 bytes as a tuple: `Counter(tuple(chunk.encode("utf-8")) for chunk in ...)`.
+        2. For each `new_id` from 256 up to `vocab_size - 1`:
+           a. `count_pairs` over the chunk counts; stop early if there are no pairs left;
+           b. pick the most frequent pair, ties broken by the smallest pair:
+              `min(pair_counts, key=lambda pair: (-pair_counts[pair], pair))`;
+           c. append it to `merges`, and rebuild the chunk counts with `merge_pair(ids, pair, new_id)`
+              applied to every chunk (keep each chunk's count).
+        3. `return cls(merges)`: the constructor builds `vocab` and `merge_rank` from them.
+
+        EXAMPLE:
+        BPETokenizer.train("aaabdaaabac", 259).merges -> [(97, 97), (97, 98), (256, 257)]
+
+        HINTS:
+        - `max(pair_counts, key=pair_counts.get)` breaks ties by insertion order, which depends on
+          the text's order: training would not be deterministic.
+        - Carry each chunk's count over to its merged form: a chunk seen 10 times still counts 10.
+        """
         _require_text(text)
         if not isinstance(vocab_size, int) or vocab_size < BYTE_VOCAB_SIZE:
             raise ValueError(f"vocab_size={vocab_size!r} is smaller than the base alphabet of "
                              f"{BYTE_VOCAB_SIZE} byte tokens; choose vocab_size >= {BYTE_VOCAB_SIZE}")
+        ### BEGIN SOLUTION
         chunk_counts = Counter(tuple(chunk.encode("utf-8")) for chunk in BPE_CHUNK_PATTERN.findall(text))
         merges = []
         for new_id in range(BYTE_VOCAB_SIZE, vocab_size):
@@ -242,12 +330,32 @@ class BPETokenizer(Tokenizer):
                 merged_counts[merge_pair(ids, best_pair, new_id)] += count
             chunk_counts = merged_counts
         return cls(merges)
+        ### END SOLUTION
 
     @property
     def vocab_size(self) -> int: return len(self.vocab)
 
     def _encode_chunk(self, chunk: bytes) -> Tuple[int, ...]:
-        "Bytes of one chunk -> ids, applying learned merges earliest-first."
+        """Bytes of one chunk -> ids, applying learned merges earliest-first.
+
+        TODO: return the chunk's ids as a tuple after replaying the learned merges.
+
+        APPROACH:
+        1. Start from the bytes: `ids = tuple(chunk)` (ids 0..255).
+        2. While there are at least two ids: among the neighbouring pairs, find the one learned
+           earliest (smallest `self.merge_rank[pair]`); pairs never learned rank last.
+        3. If that pair was never learned, stop; else merge it into id `256 + rank` with `merge_pair`.
+
+        EXAMPLE:
+        with merges [(97, 97), (97, 98), (256, 257)]:
+        _encode_chunk(b"aaab") -> (258,)        (aa -> 256, ab -> 257, then 256 257 -> 258)
+        _encode_chunk(b"ac")   -> (97, 99)      (no learned pair)
+
+        HINTS:
+        - `self.merge_rank.get(pair, len(self.merges))` ranks unknown pairs after every learned one.
+        - Replay by rank, not left to right: a later merge may only apply after an earlier one.
+        """
+        ### BEGIN SOLUTION
         ids = tuple(chunk)
         while len(ids) >= 2:
             pair = min(zip(ids, ids[1:]), key=lambda p: self.merge_rank.get(p, len(self.merges)))
@@ -255,6 +363,7 @@ class BPETokenizer(Tokenizer):
                 break  # no learned merge applies any more
             ids = merge_pair(ids, pair, BYTE_VOCAB_SIZE + self.merge_rank[pair])
         return ids
+        ### END SOLUTION
 
     def encode(self, text: str) -> List[int]:
         "str -> ids; works for any text, since every byte has an id."
