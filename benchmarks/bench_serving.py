@@ -19,7 +19,8 @@ import warnings
 
 import numpy as np
 
-from tinytorch.text.embeddings import Embedding, EmbeddingBag
+from tinytorch.text.bag import EmbeddingBag
+from tinytorch.text.embeddings import Embedding
 from tinytorch.text.quantization import (QuantizedEmbedding, best_seconds, bytes_per_token, memcpy_bandwidth,
                                          table_bytes)
 

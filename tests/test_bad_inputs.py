@@ -28,9 +28,9 @@ from tinytorch.text.embeddings import (
     RotaryEmbedding,
     create_sinusoidal_embeddings,
     embedding,
-    embedding_memory,
     init_table,
 )
+from tinytorch.text.memory import embedding_memory
 from tinytorch.text.tokenization import BPETokenizer, CharTokenizer, WordTokenizer
 
 F16, F32, F64 = np.float16, np.float32, np.float64

@@ -13,18 +13,14 @@ from tinytorch.core.autograd import RowSparseGrad, gradcheck, no_grad
 from tinytorch.core.layers import Parameter
 from tinytorch.core.tensor import Tensor
 from tinytorch.text.embeddings import (
-    BYTES_PER_FLOAT16,
-    BYTES_PER_FLOAT32,
-    BYTES_PER_INT8,
     INITS,
     Embedding,
     EmbeddingBackward,
     FactorizedEmbedding,
     as_token_ids,
     embedding,
-    embedding_memory,
-    embedding_memory_table,
 )
+from tinytorch.text.memory import BYTES_PER_FLOAT16, BYTES_PER_FLOAT32, BYTES_PER_INT8, embedding_memory, embedding_memory_table
 
 
 def one_hot_gradient(ids, upstream, vocab_size):

@@ -1,5 +1,6 @@
-"""The skip-gram demo (tinytorch.text.skipgram, `tito demo embeddings`): it learns, deterministically, and
-reports bad input in one line with exit status 2 and no traceback."""
+"""The skip-gram demo: the model and training (tinytorch.text.skipgram) learn, deterministically; the command
+around them (tito.demos.embeddings, `tito demo embeddings`) reports bad input in one line with exit status 2
+and no traceback."""
 import io
 import os
 import subprocess
@@ -13,9 +14,10 @@ from tinytorch.core.autograd import RowSparseGrad, gradcheck
 from tinytorch.core.tensor import Tensor
 from tinytorch.text.corpus import generate_corpus
 from tinytorch.text.skipgram import (
-    PLOT_FILE, NegativeSampler, ProgressBar, SkipGram, build_corpus, chance_purity, fit_skipgram, log_sigmoid, main,
-    negative_sampling_loss, skipgram_pairs,
+    NegativeSampler, SkipGram, build_corpus, chance_purity, fit_skipgram, log_sigmoid, negative_sampling_loss,
+    skipgram_pairs,
 )
+from tito.demos.embeddings import PLOT_FILE, ProgressBar, main
 
 ROOT = Path(__file__).resolve().parent.parent
 TITO = [sys.executable, str(ROOT / "bin" / "tito"), "demo", "embeddings"]
@@ -129,7 +131,21 @@ def test_progress_bar_redraws_on_a_terminal_and_prints_lines_otherwise():
     bar = ProgressBar(20, stream=log, width=10)
     for step in range(1, 21):
         bar.update(step, 0.5)
-    assert "\r" not in log.getvalue() and len(log.getvalue().splitlines()) == 10
+    assert "\r" not in log.getvalue() and len(log.getvalue().splitlines()) == 1 + 10, "step 1, then every 10%"
+
+
+def test_progress_bar_shows_a_smoothed_loss_that_follows_the_trend():
+    log = io.StringIO()
+    bar = ProgressBar(100, stream=log, width=10, lines=100)
+    noise = np.random.default_rng(0).normal(scale=0.5, size=100)
+    losses = np.linspace(4.0, 1.0, 100) + noise                  # a drop of 3 hidden in noise of 0.5
+    for step, loss in enumerate(losses, start=1):
+        bar.update(step, float(loss))
+    shown = [float(line.rsplit(" ", 1)[1]) for line in log.getvalue().splitlines()]
+    assert shown[0] == pytest.approx(losses[0], abs=1e-3), "bias-corrected: the first value is the first loss"
+    assert np.all(np.diff(shown[20:]) < 0.2), "no jumps of the size of the noise"
+    assert np.abs(np.diff(shown)).mean() < 0.5 * np.abs(np.diff(losses)).mean()
+    assert shown[-1] < shown[10] - 1.5, "the drop shows"
 
 
 # ---------------------------------------------------------------- the command, in process

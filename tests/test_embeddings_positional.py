@@ -322,3 +322,21 @@ def test_embedding_layer_bad_inputs():
         EmbeddingLayer(10, 4, dropout=1.5)
     assert np.array_equal(layer.token_embedding.weight.data, weight_before)
     assert isinstance(layer.token_embedding, Embedding)
+
+
+def test_tables_share_creation_reset_from_pretrained_and_repr():
+    from tinytorch.text.bag import EmbeddingBag
+    from tinytorch.text.embeddings import Table
+
+    pretrained = np.arange(8.0).reshape(4, 2)
+    for cls, name in ((Embedding, "weight"), (EmbeddingBag, "weight"), (PositionalEncoding, "position_embeddings")):
+        assert issubclass(cls, Table)
+        module = cls.from_pretrained(pretrained)
+        table = getattr(module, name)
+        assert np.array_equal(table.data, pretrained) and table.dtype == np.float64 and not table.requires_grad
+        assert cls.from_pretrained(pretrained, freeze=False).__getattribute__(name).requires_grad
+        before = table.data.copy()
+        module.reset_parameters()
+        assert not np.array_equal(table.data, before), f"{cls.__name__}.reset_parameters draws again"
+        assert repr(module).startswith(f"{cls.__name__}(4, 2")
+    assert repr(PositionalEncoding(6, 3, init="gpt2")) == "PositionalEncoding(6, 3, init='gpt2')"

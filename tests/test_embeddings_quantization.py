@@ -11,7 +11,8 @@ import pytest
 from tinytorch.core.layers import Module, Sequential
 from tinytorch.core.optimizers import SGD
 from tinytorch.core.tensor import Tensor
-from tinytorch.text.embeddings import Embedding, EmbeddingBag
+from tinytorch.text.bag import EmbeddingBag
+from tinytorch.text.embeddings import Embedding
 from tinytorch.text.quantization import (
     QUANTIZATION_BITS,
     SERVING_DTYPES,

@@ -213,25 +213,33 @@ def test_doctor_finds_a_stale_generated_file_whose_header_follows_a_docstring(tm
     assert "stale, no notebook generates it (delete it): tinytorch/core/old.py" in doctor.text
 
 
-def test_demo_reports_when_it_is_not_built_and_runs_it_when_it_is(tmp_path):
-    from tito.main import DEMOS
+def test_demo_says_which_package_module_it_needs_when_the_package_lacks_it(tmp_path, monkeypatch, capsys):
+    from tito import main as tito_main
 
     make_repo(tmp_path, ["x = 1"])
-    # The fake repo's own subpackage, so that an editable install of the real
-    # tinytorch cannot supply the demo module through its import hook.
-    *package, module_name = DEMOS["embeddings"].split(".")
-    folder = tmp_path.joinpath(*package)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "__init__.py").write_text("")
-    missing = tito(tmp_path, "demo", "embeddings")
-    assert missing.returncode == 1, missing.text
-    assert "the embeddings demo is not built yet" in missing.text
+    # A checkout whose package has no skip-gram module yet (an editable install would supply the real
+    # one to a subprocess through its import hook, so this runs in process with the module blocked).
+    monkeypatch.delitem(sys.modules, "tito.demos.embeddings", raising=False)
+    monkeypatch.setitem(sys.modules, "tinytorch.text.skipgram", None)
+    assert tito_main.main(["--repo", str(tmp_path), "demo", "embeddings"]) == 1
+    out = capsys.readouterr().out
+    assert "the embeddings demo needs tinytorch.text.skipgram" in out and "Traceback" not in out
+    assert tito_main.DEMOS["embeddings"] == "tito.demos.embeddings", "demo front ends live in tito/demos/"
 
-    (folder / f"{module_name}.py").write_text(textwrap.dedent("""\
+
+def test_demo_dispatches_to_the_front_ends_main_with_the_arguments(tmp_path, monkeypatch, capsys):
+    from tito import main as tito_main
+
+    make_repo(tmp_path, ["x = 1"])
+    (tmp_path / "fake_demo_front_end.py").write_text(textwrap.dedent("""\
         def main(argv):
             print("demo got", argv)
-            return 0
+            return 3
     """))
-    built = tito(tmp_path, "demo", "embeddings", "--steps", "3")
-    assert built.returncode == 0, built.text
-    assert "demo got ['--steps', '3']" in built.text
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(tito_main.DEMOS, "embeddings", "fake_demo_front_end")
+    assert tito_main.main(["--repo", str(tmp_path), "demo", "embeddings", "--steps", "3"]) == 3
+    assert "demo got ['--steps', '3']" in capsys.readouterr().out
+    monkeypatch.setitem(tito_main.DEMOS, "embeddings", "fake_demo_front_end_that_does_not_exist")
+    assert tito_main.main(["--repo", str(tmp_path), "demo", "embeddings"]) == 1
+    assert "the embeddings demo is not built yet" in capsys.readouterr().out

@@ -16,11 +16,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tito import ui
+from tito import hints, summary, ui
 from tito.notebooks import NotebookResult, run_notebook
 from tito.pytest_run import PytestResult, run_pytest
 from tito.release import default_export, find_stubs, read_notebook
 from tito.repo import Module, Settings, exported_from, learner_notebook, module_test_files, package_file
+
+
+# pytest's arguments when the learner gave none: progress dots and counts, no per-failure tracebacks.
+LEARNER_PYTEST_ARGS = ["--tb=no", "-rN"]  # settings: addopts = -q already
+NOTEBOOK_TRACEBACK_LINES = 15
 
 
 @dataclass
@@ -91,10 +96,15 @@ def check_module(root: Path, module: Module, pytest_args: list[str],
 
     test_files = module_test_files(root, module)
     tests = None
+    candidates = summary.candidate_exercises(root, module)
     if test_files:
         relative = [str(path.relative_to(root)) for path in test_files]
-        ui.info(f"pytest {' '.join(relative)}")
-        tests = run_pytest(root, [*relative, *pytest_args])
+        # With no pytest arguments of the learner's, pytest prints its progress and counts only: the summary
+        # below says what failed and where. Any argument after `--` gives pytest's own full report back.
+        quiet = [] if pytest_args else LEARNER_PYTEST_ARGS
+        ui.info(f"pytest {' '.join([*relative, *quiet, *pytest_args])}")
+        tests = run_pytest(root, [*relative, *quiet, *pytest_args],
+                           exercises=[exercise.entry() for exercise in candidates])
 
     check = ModuleCheck(module, tests)
     for path in notebooks:
@@ -105,11 +115,12 @@ def check_module(root: Path, module: Module, pytest_args: list[str],
     own_files = {path.resolve() for path in module_package_files(root, module)}
     check.stubs = {path: names for path, names in all_stubs.items() if path.resolve() in own_files}
     others = {path: names for path, names in all_stubs.items() if path.resolve() not in own_files}
-    _print_summary(root, check, others)
+    _print_summary(root, check, others, candidates)
     return check
 
 
-def _print_summary(root: Path, check: ModuleCheck, other_stubs: dict[Path, list[str]]) -> None:
+def _print_summary(root: Path, check: ModuleCheck, other_stubs: dict[Path, list[str]],
+                   candidates: list[summary.Exercise]) -> None:
     module = check.module
     print(f"\nSummary for {module.label}:")
     if check.tests is not None:
@@ -118,9 +129,14 @@ def _print_summary(root: Path, check: ModuleCheck, other_stubs: dict[Path, list[
         ui.warn(f"pytest: no test files (tests/test_{module.name}.py or tests/test_{module.name}_*.py)")
     for path, notebook in check.notebooks.items():
         outcome = "executed OK" if notebook.ok else "failed"
-        ui.status(notebook.ok, f"notebook {path.name}: {outcome}: {notebook.headline}")
-        if notebook.failure is not None:
-            print(ui.indent(notebook.failure.traceback))
+        headline = notebook.headline.splitlines()[0] if notebook.failure is not None else notebook.headline
+        ui.status(notebook.ok, f"notebook {path.name}: {outcome}: {headline}")
+        if notebook.failure is not None:                   # its last lines hold the error message in full
+            print(ui.indent(_tail(notebook.failure.traceback, NOTEBOOK_TRACEBACK_LINES)))
+    if check.tests is not None and check.tests.failures:
+        lines = summary.render(module, hints.tito(), check.tests.failures, check.tests.tests, candidates)
+        print()
+        print("\n".join(lines))
     if check.stubs:
         names = [name for stubbed in check.stubs.values() for name in stubbed]
         ui.status(False, f"not implemented yet ({len(names)} function{'s' if len(names) != 1 else ''} "
@@ -129,6 +145,14 @@ def _print_summary(root: Path, check: ModuleCheck, other_stubs: dict[Path, list[
     if other_stubs:
         ui.warn("other modules in the package are not implemented yet either; this module may depend on them:")
         _print_stubs(root, other_stubs)
+
+
+def _tail(text: str, lines: int) -> str:
+    """The last `lines` lines of a traceback (where it was raised and the message), saying what was cut."""
+    kept = text.rstrip().splitlines()
+    if len(kept) <= lines:
+        return text
+    return "\n".join([f"... ({len(kept) - lines} earlier traceback lines)", *kept[-lines:]])
 
 
 def _print_stubs(root: Path, stubs: dict[Path, list[str]]) -> None:

@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tito import ui
+from tito import hints, ui
 from tito.progress import Progress, shown
 from tito.release import ReleaseError, read_notebook, release_notebook, stubs_in_notebook, write_notebook
 from tito.repo import (
@@ -80,7 +80,7 @@ def learner_exports(root: Path) -> dict[Path, Path]:
 
 def cmd_release(root: Path, args: argparse.Namespace, extra: list[str]) -> int:
     if not args.all and args.module is None:
-        raise RepoError("name a module (tito module release 11) or pass --all")
+        raise RepoError(f"name a module ({hints.tito_command('module release 11')}) or pass --all")
     modules = discover_modules(root) if args.all else [resolve_module(root, args.module)]
     folder = Path(args.out).resolve() if args.out else None
     ok = True
@@ -100,7 +100,7 @@ def cmd_release(root: Path, args: argparse.Namespace, extra: list[str]) -> int:
             if target.is_file() and not _is_same(target, fresh) and not args.force:
                 ui.status(False, f"{_relative(root, target)} exists and differs from a fresh release (the "
                                  f"learner's work?); left as it is. Use --force to overwrite it, or "
-                                 f"`tito module reset {module.number:02d}`")
+                                 f"`{hints.tito_command(f'module reset {module.number:02d}')}`")
                 ok = False
                 continue
             write_notebook(fresh, target)
@@ -145,10 +145,10 @@ def cmd_start(root: Path, args: argparse.Namespace, extra: list[str]) -> int:
     progress.save()
     number = f"{module.number:02d}"
     print("\nNext:")
-    print(f"  1. open your notebook:  jupyter lab {' '.join(paths)}")
+    print(f"  1. open your notebook:  {hints.jupyter_lab(' '.join(paths))}")
     print("  2. write each function that raises NotImplementedError (its docstring has TODO, APPROACH and")
     print("     HINTS) and run the cells: each section's test_unit_* cell checks your work")
-    print(f"  3. check it:  tito module complete {number}   (exports your notebook into "
+    print(f"  3. check it:  {hints.tito_command(f'module complete {number}')}   (exports your notebook into "
           f"{Settings.read(root).lib_path}/ and runs the module's tests)")
     return EXIT_OK
 
@@ -220,7 +220,7 @@ def cmd_reset(root: Path, args: argparse.Namespace, extra: list[str]) -> int:
         answer = _confirm(f"Replace {names} with a fresh copy? Your changes in it will be lost.")
         if answer is None:
             ui.status(False, f"no answer (stdin is closed or not interactive), so nothing was reset; "
-                             f"to reset without a question: tito module reset {module.number:02d} --yes")
+                             f"to reset without a question: {hints.tito_command(f'module reset {module.number:02d} --yes')}")
             return EXIT_USAGE
         if not answer:
             ui.info("not reset; your notebook is unchanged")
@@ -236,8 +236,8 @@ def cmd_reset(root: Path, args: argparse.Namespace, extra: list[str]) -> int:
     held = [path for path, source in learner_exports(root).items() if source in {p.resolve() for p in fresh}]
     if held:
         files = ", ".join(_relative(root, path) for path in held)
-        ui.info(f"{files} still holds the code you exported last; `tito module export {module.number:02d}` "
-                f"exports the fresh notebook, `tito export` restores the reference code")
+        ui.info(f"{files} still holds the code you exported last; `{hints.tito_command(f'module export {module.number:02d}')}` "
+                f"exports the fresh notebook, `{hints.tito_command('export')}` restores the reference code")
     return EXIT_OK
 
 
@@ -255,7 +255,7 @@ def notebooks_to_export(root: Path, module: Module) -> list[tuple[Path, bool]]:
             chosen.append((learner, True))
         else:
             ui.warn(f"no learner notebook {_relative(root, learner)}: using the reference notebook "
-                    f"{_relative(root, dev)} (`tito module start {module.number:02d}` creates yours)")
+                    f"{_relative(root, dev)} (`{hints.tito_command(f'module start {module.number:02d}')}` creates yours)")
             chosen.append((dev, False))
     return chosen
 
@@ -287,7 +287,8 @@ def cmd_export(root: Path, args: argparse.Namespace, extra: list[str]) -> int:
     notebooks = [path for path, _ in notebooks_to_export(root, module)]
     if not export_and_report(root, notebooks):
         return EXIT_FAILED
-    print(f"Test it: tito test --module {module.number:02d}.  Restore the reference code: tito export")
+    print(f"Test it: {hints.tito_command(f'test --module {module.number:02d}')}.  "
+          f"Restore the reference code: {hints.tito_command('export')}")
     return EXIT_OK
 
 
@@ -312,8 +313,8 @@ def cmd_complete(root: Path, args: argparse.Namespace, extra: list[str]) -> int:
         ui.status(True, f"module {module.label} completed; recorded in {_relative(root, root / PROGRESS_FILE)}")
     elif check.ok:
         ui.status(True, f"the reference notebooks of {module.label} pass; nothing recorded, since none of it "
-                        f"is your code (`tito module start {module.number:02d}`)")
+                        f"is your code (`{hints.tito_command(f'module start {module.number:02d}')}`)")
     else:
         ui.status(False, f"module {module.label} is not complete: fix what failed above and run "
-                         f"`tito module complete {module.number:02d}` again")
+                         f"`{hints.tito_command(f'module complete {module.number:02d}')}` again")
     return EXIT_OK if check.ok else EXIT_FAILED

@@ -29,16 +29,17 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tito import learner, ui
+from tito import hints, learner, ui
 from tito.repo import (
     RepoError, Settings, describe_modules, discover_modules, find_root, resolve_module, subprocess_env,
 )
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-INSTALL_DEV_HINT = 'not installed (pip install -e ".[dev]")'
 
 # Demo name -> module with a `main(argv) -> int | None` function.
-DEMOS = {"embeddings": "tinytorch.text.skipgram"}
+DEMOS = {
+    "embeddings": "tito.demos.embeddings",
+}
 
 
 # ---------------------------------------------------------------------------
@@ -136,11 +137,12 @@ def _check_import(root: Path, package: str) -> tuple[bool, str]:
         process = subprocess.run([sys.executable, "-c", code], cwd=elsewhere, capture_output=True, text=True)
     if process.returncode != 0:
         last_line = (process.stderr.strip().splitlines() or ["?"])[-1]
-        return False, f"`import {package}` fails in this Python ({last_line}); run: pip install -e \".[dev]\""
+        return False, f"`import {package}` fails in this Python ({last_line}); run: {hints.editable_install(root)}"
     location, version = process.stdout.strip().splitlines()[-2:]
     expected = (root / Settings.read(root).lib_path).resolve()
     if Path(location).resolve() != expected:
-        return False, f"`import {package}` loads {location}, not this checkout's {expected}; run: pip install -e ."
+        return False, (f"`import {package}` loads {location}, not this checkout's {expected}; run: "
+                       f"{hints.editable_install(root)}")
     return True, f"{package} {version} imports from {location}"
 
 
@@ -157,7 +159,7 @@ def cmd_doctor(root: Path, args: argparse.Namespace, extra: list[str]) -> int:
     numpy_version = _version_of("numpy")
     report(numpy_version is not None, f"numpy {numpy_version or 'not installed'}")
     nbdev_version = _version_of("nbdev")
-    report(nbdev_version is not None, f"nbdev {nbdev_version or INSTALL_DEV_HINT}")
+    report(nbdev_version is not None, f"nbdev {nbdev_version or f'not installed ({hints.editable_install(root)})'}")
     report(*_check_import(root, settings.lib_name))
 
     if nbdev_version is None:
@@ -171,12 +173,12 @@ def cmd_doctor(root: Path, args: argparse.Namespace, extra: list[str]) -> int:
             report(False, f"nbdev_export failed:\n{ui.indent(str(error))}")
         else:
             if drift:
-                report(False, f"{settings.lib_path}/ is out of sync with the notebooks (run `tito export`):")
+                report(False, f"{settings.lib_path}/ is out of sync with the notebooks (run `{hints.tito_command('export')}`):")
                 for line in drift.drift_lines(prefix=f"{settings.lib_path}/"):
                     print(f"    {line}")
                 for path, notebook in learner.learner_exports(root).items():
                     print(f"    ({path.relative_to(root).as_posix()} holds your code from "
-                          f"{notebook.relative_to(root).as_posix()}; `tito export` restores the reference)")
+                          f"{notebook.relative_to(root).as_posix()}; `{hints.tito_command('export')}` restores the reference)")
             else:
                 report(True, f"{settings.lib_path}/ is in sync with the notebooks in {settings.nbs_path}/")
     return EXIT_OK if all(checks) else EXIT_FAILED
@@ -196,9 +198,58 @@ def cmd_demo(root: Path, args: argparse.Namespace, extra: list[str]) -> int:
         if error.name is not None and (module_name + ".").startswith(error.name + "."):
             ui.status(False, f"the {args.name} demo is not built yet ({module_name} does not exist)")
             return EXIT_FAILED
+        package = Settings.read(root).lib_name
+        if error.name is not None and (error.name == package or error.name.startswith(package + ".")):
+            ui.status(False, f"the {args.name} demo needs {error.name}, which the package in {root} does not "
+                             f"have yet (export the module that makes it: {hints.tito_command('export')})")
+            return EXIT_FAILED
         raise
     result = demo.main([*args.demo_args, *extra])
     return int(result or 0)
+
+
+# ---------------------------------------------------------------------------
+# What each command needs beyond the standard library
+
+
+# (command, subcommand) -> modules it imports, itself or in the subprocesses it starts with this Python.
+NEEDS = {
+    ("test", None): ("numpy", "pytest", "execnb", "nbdev"),
+    ("export", None): ("nbdev",),
+    ("module", "export"): ("nbdev",),
+    ("module", "complete"): ("numpy", "pytest", "execnb", "nbdev"),
+    ("demo", None): ("numpy",),
+}
+
+
+def missing_tools(args: argparse.Namespace) -> list[str]:
+    """The modules the chosen command needs that this Python cannot import."""
+    import importlib.util
+
+    needed = NEEDS.get((args.command, getattr(args, "module_command", None)), ())
+    missing = []
+    for name in needed:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            missing.append(name)
+    return missing
+
+
+def explain_missing_tools(root: Path, missing: list[str], argv: list[str]) -> None:
+    """Say how to get the dev extras, instead of the traceback the command would end in."""
+    ui.status(False, f"this Python ({sys.executable}) cannot import {', '.join(missing)}, which `tito "
+                     f"{' '.join(argv[:2])}` needs: tinytorch's development tools are not installed in it.")
+    venv_tito = root / ".venv" / "bin" / "tito"
+    if not venv_tito.is_file():
+        print(f"    Set them up once, in {root}:")
+        print('      python3 -m venv .venv && .venv/bin/pip install -e ".[dev]"')
+    elif Path(sys.executable).parent != venv_tito.parent:
+        print(f"    The repository's venv has them. Run:  {hints._shown(venv_tito)} {' '.join(argv)}")
+    else:
+        print(f"    Install them into this venv:  {hints.editable_install(root)}")
 
 
 # ---------------------------------------------------------------------------
@@ -279,6 +330,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"`tito {args.command}` takes no arguments after --")
     try:
         root = find_root(args.repo)
+        missing = missing_tools(args)
+        if missing:
+            explain_missing_tools(root, missing, argv + (["--", *extra] if extra else []))
+            return EXIT_FAILED
         return args.handler(root, args, extra)
     except RepoError as error:
         ui.status(False, str(error))

@@ -14,6 +14,7 @@ overwrite each other's module.
 from __future__ import annotations
 
 import configparser
+import difflib
 import os
 import re
 from dataclasses import dataclass
@@ -152,7 +153,19 @@ def resolve_module(root: Path, reference: str) -> Module:
     if len(matches) > 1:
         names = ", ".join(module.label for module in matches)
         raise RepoError(f"module {reference!r} is ambiguous: {names}")
-    raise RepoError(f"unknown module {reference!r}; available modules:\n{describe_modules(modules)}")
+    suggestion = nearest_module(wanted, modules)
+    hint = f"; did you mean {suggestion.name!r} ({suggestion.label})?" if suggestion is not None else ""
+    raise RepoError(f"unknown module {reference!r}{hint}\navailable modules:\n{describe_modules(modules)}")
+
+
+def nearest_module(wanted: str, modules: list[Module]) -> Module | None:
+    """The module whose name or folder is closest to a misspelt `wanted` (difflib), if any is close."""
+    spellings = {}
+    for module in modules:
+        spellings.setdefault(module.name.lower(), module)
+        spellings.setdefault(module.label.lower(), module)
+    close = difflib.get_close_matches(wanted.lower(), list(spellings), n=1, cutoff=0.6)
+    return spellings[close[0]] if close else None
 
 
 def module_test_files(root: Path, module: Module) -> list[Path]:

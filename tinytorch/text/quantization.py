@@ -15,7 +15,8 @@ import numpy as np
 
 from ..core.layers import Module
 from ..core.tensor import Tensor
-from .embeddings import EMBEDDING_MODELS, Embedding, as_token_ids
+from .embeddings import Embedding, as_token_ids
+from .memory import EMBEDDING_MODELS
 
 # %% ../../modules/11_embeddings/quantization_dev.ipynb #d20a7703
 SERVING_DTYPES = ("float32", "float16", "int8", "int4")

@@ -1,0 +1,198 @@
+"""The learner's summary after `tito test --module N` and `tito module complete N`.
+
+pytest's own report lists failures test by test; a wrong function early in a
+module can fail dozens of tests, and the learner has to work out which of
+their functions to look at. This summary answers that instead: per exercise
+function (the functions with solution markers, `tito.release`), in the order
+the notebooks teach them (a later one builds on an earlier one, so fix the
+first one first), the first failing check with its expected and actual values,
+and the command that shows more.
+
+A failure is attributed to an exercise function by evidence from the pytest
+run (`tito.pytest_plugin`):
+
+1. the exception was raised inside the function (the innermost traceback frame
+   that is an exercise: a `NotImplementedError` stub, a shape error, ...);
+2. otherwise (a test's own `assert` failed on a wrong value), the exercise that
+   ran in the failing tests and least in the passing ones: for each exercise
+   `f` that ran during the failing test, its Ochiai score
+   failed(f) / sqrt(failed_total * (failed(f) + passed(f))), the usual measure of
+   spectrum-based fault localisation; ties go to the earlier exercise.
+
+Only the exercises of the module under test and of modules whose package files
+hold the learner's code are candidates: reference code is not blamed.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from tito.release import ReleaseError, default_export, read_notebook, solution_blocks
+from tito.repo import Module, discover_modules, exported_from, learner_notebook, package_file
+
+MAX_FUNCTIONS_IN_DETAIL = 6
+
+
+@dataclass(frozen=True)
+class Exercise:
+    name: str  # qualified name, e.g. "EmbeddingBackward.backward"
+    module: Module
+    notebook: Path  # the dev notebook it is taught in
+    package_file: Path  # where nbdev exports it
+    order: int  # position in the course: module number, then notebook, then cell
+
+    def entry(self) -> dict:
+        return {"name": self.name, "file": str(self.package_file)}
+
+
+def exercises(root: Path, modules: list[Module] | None = None) -> list[Exercise]:
+    """Every marked function of `modules` (default: all), in teaching order."""
+    found: list[Exercise] = []
+    seen = set()
+    for module in modules if modules is not None else discover_modules(root):
+        for notebook in module.notebooks:
+            if not notebook.is_file():
+                continue
+            try:
+                content = read_notebook(notebook)
+                dotted = default_export(content)
+                blocks = solution_blocks(content, notebook.name)
+            except (OSError, ValueError, ReleaseError):
+                continue
+            if not dotted:
+                continue
+            target = package_file(root, dotted)
+            for block in blocks:
+                if (target, block.function) not in seen:
+                    seen.add((target, block.function))
+                    found.append(Exercise(block.function, module, notebook, target, len(found)))
+    return found
+
+
+def candidate_exercises(root: Path, module: Module) -> list[Exercise]:
+    """The exercises a failure of `module` may be blamed on: its own, and those of other modules whose
+    package file currently holds the learner's code (from `release/`)."""
+    chosen = []
+    for exercise in exercises(root):
+        if exercise.module == module:
+            chosen.append(exercise)
+            continue
+        source = exported_from(exercise.package_file)
+        if source is not None and source == learner_notebook(root, exercise.module, exercise.notebook).resolve():
+            chosen.append(exercise)
+    return chosen
+
+
+def write_exercises(path: Path, chosen: list[Exercise]) -> None:
+    path.write_text(json.dumps([exercise.entry() for exercise in chosen]), encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------
+# Attribution
+
+
+def attribute(failures: list[dict], tests: dict[str, dict], chosen: list[Exercise]) -> dict[str | None, list[dict]]:
+    """failure -> exercise name (None: not attributable), grouped, groups in teaching order."""
+    order = {exercise.name: exercise.order for exercise in chosen}
+    failed_total = sum(1 for test in tests.values() if test.get("outcome") == "failed") or 1
+    ran_failed: dict[str, int] = {}
+    ran_passed: dict[str, int] = {}
+    for test in tests.values():
+        counter = ran_failed if test.get("outcome") == "failed" else ran_passed
+        for name in test.get("executed", []):
+            counter[name] = counter.get(name, 0) + 1
+
+    def suspicion(name: str) -> float:
+        failed = ran_failed.get(name, 0)
+        return failed / math.sqrt(failed_total * (failed + ran_passed.get(name, 0))) if failed else 0.0
+
+    groups: dict[str | None, list[dict]] = {}
+    for failure in failures:
+        name = failure.get("raised_in")
+        if name in order:
+            failure["how"] = "raised inside it"
+        else:
+            executed = [n for n in tests.get(failure["nodeid"], {}).get("executed", []) if n in order]
+            name = None
+            if executed:
+                name = max(executed, key=lambda n: (round(suspicion(n), 9), -order[n]))
+                failure["how"] = (f"ran in {ran_failed.get(name, 0)} failing and {ran_passed.get(name, 0)} "
+                                  f"passing tests")
+        groups.setdefault(name, []).append(failure)
+    ordered = sorted((name for name in groups if name is not None), key=lambda n: order[n])
+    return {name: groups[name] for name in ordered + ([None] if None in groups else [])}
+
+
+# ---------------------------------------------------------------------------
+# Rendering
+
+
+def _test_name(nodeid: str) -> str:
+    """`tests/test_x.py::test_y[param]` -> `test_y` (what -k matches)."""
+    return nodeid.split("::")[-1].split("[")[0]
+
+
+def _failure_lines(failure: dict, indent: str) -> list[str]:
+    lines = [f"{indent}first failing check: {failure['nodeid']}" + (f" (line {failure['line']})" if failure.get("line") else "")]
+    if failure.get("check"):
+        lines.append(f"{indent}  {failure['check']}")
+    values = failure.get("values")
+    message = failure.get("message") or []
+    if values:
+        width = max(len(values["actual"]["expr"]), len(values["expected"]["expr"]), 1)
+        width = min(width, 40)
+        lines.append(f"{indent}  expected {values['expected']['expr']:<{width}} = {values['expected']['value']}")
+        lines.append(f"{indent}  actual   {values['actual']['expr']:<{width}} = {values['actual']['value']}")
+        if values.get("rows_summary"):
+            lines.append(f"{indent}  {values['rows_summary']}" + (":" if values.get("rows") else ""))
+        for row in values.get("rows", []):
+            lines.append(f"{indent}    [{row['index']}] expected {row['expected']}")
+            lines.append(f"{indent}    [{row['index']}] actual   {row['actual']}")
+        first = message[0] if message else ""
+        if first.startswith("AssertionError: ") and not first.startswith("AssertionError: assert "):
+            lines.append(f"{indent}  {first}")  # the test's own message
+    else:
+        shown = message[:4]
+        if shown and "implement this" in shown[0]:
+            shown = ["still a stub: raises " + shown[0]]
+        lines += [f"{indent}  {line}" for line in shown]
+    return lines
+
+
+def render(module: Module, tito_command: str, failures: list[dict], tests: dict[str, dict],
+           chosen: list[Exercise]) -> list[str]:
+    """The summary's lines (empty when nothing failed)."""
+    if not failures:
+        return []
+    groups = attribute(failures, tests, chosen)
+    where = {exercise.name: exercise for exercise in chosen}
+    named = [name for name in groups if name is not None]
+    number = f"{module.number:02d}"
+    lines = [f"What to fix ({len(failures)} failing test{'s' if len(failures) != 1 else ''}), by function in the "
+             f"order the notebooks teach them; fix the first one first, later ones build on it:"]
+    for position, name in enumerate(named[:MAX_FUNCTIONS_IN_DETAIL], start=1):
+        group = groups[name]
+        exercise = where[name]
+        lines.append(f"  {position}. {name}  ({exercise.notebook.name}; {len(group)} failing "
+                     f"test{'s' if len(group) != 1 else ''}; {group[0].get('how', '')})")
+        first = group[0]
+        lines += _failure_lines(first, "     ")
+        lines.append(f"     see it: {tito_command} test --module {number} -- -x -k {_test_name(first['nodeid'])}")
+    if len(named) > MAX_FUNCTIONS_IN_DETAIL:
+        rest = ", ".join(f"{name} ({len(groups[name])})" for name in named[MAX_FUNCTIONS_IN_DETAIL:])
+        lines.append(f"  then: {rest}")
+    others = groups.get(None, [])
+    if others:
+        lines.append(f"  Not traced to one of the functions you write ({len(others)} failing "
+                     f"test{'s' if len(others) != 1 else ''}):")
+        for failure in others[:3]:
+            message = (failure.get("message") or [failure.get("exception", "")])[0]
+            where = "cannot be imported" if failure.get("when") == "collect" else "failed"
+            lines.append(f"    {failure['nodeid']} {where}: {message}"[:200])
+        if len(others) > 3:
+            lines.append(f"    ... and {len(others) - 3} more")
+    lines.append(f"More: every failure's full traceback: {tito_command} test --module {number} -- -x (stops at the "
+                 f"first); one test: -- -k NAME; all tracebacks: -- --tb=short")
+    return lines
