@@ -114,7 +114,7 @@ class Module:
         TiedNet below -> "scale", "blocks.0.weight", ..., "output.bias" (8 names: output.weight IS blocks.0.weight)
 
         HINTS:
-        - Compare by `id(...)`: `p in seen` would call Tensor's elementwise `==`.
+        - Remember `id(p)`, not values: two parameters holding equal numbers are still two parameters.
         - Depth first, in attribute order: a sub-module's parameters come where the sub-module is assigned.
         """
         ### BEGIN SOLUTION
