@@ -280,3 +280,28 @@ def test_module_export_exports_only_the_learners_notebook(tmp_path):
     assert (tmp_path / "tinytorch" / "_modidx.py").read_text() == modidx  # nothing else touched
     doctor = tito(tmp_path, "system", "doctor")
     assert "tinytorch/core/toy.py holds your code from release/07_toy/toy.ipynb" in doctor.text
+
+
+def test_status_counts_exercises_written_out_of_the_stubs_of_a_fresh_release(tmp_path):
+    make_repo(tmp_path)
+    dev = tmp_path / "modules" / "07_toy" / "toy_dev.ipynb"
+    notebook = read_notebook(dev)                    # a second exercise, so the count is 1 of 2, not all or none
+    notebook["cells"].insert(3, nbformat.v4.new_code_cell(
+        DOUBLE.replace("double", "triple").replace("Twice", "Three times").replace("2 * x", "3 * x")))
+    write_notebook(notebook, dev)
+
+    def toy_line():
+        status = tito(tmp_path, "module", "status")
+        assert status.returncode == 0, status.text
+        return next(line for line in status.text.splitlines() if line.startswith("  07  toy"))
+
+    assert "exercises 0/2" in toy_line()             # no learner notebook yet: nothing written
+    tito(tmp_path, "module", "start", "toy")
+    assert "exercises 0/2" in toy_line()
+    write_solution(tmp_path, "    return x + x")       # replaces double's stub only
+    assert "exercises 1/2" in toy_line()
+    assert stubs_in_notebook(read_notebook(learner_path(tmp_path))) == ["triple"]
+
+    notebook["cells"] = [cell for cell in notebook["cells"] if "BEGIN SOLUTION" not in cell_source(cell)]
+    write_notebook(notebook, dev)                    # no markers left: a read-along module
+    assert "read-along" in toy_line()

@@ -157,6 +157,39 @@ def cmd_start(root: Path, args: argparse.Namespace, extra: list[str]) -> int:
 # tito module status
 
 
+def exercise_progress(root: Path, module: Module) -> tuple[int, int]:
+    """(written, total) exercises of `module`.
+
+    total: the stubs a fresh release of the module's dev notebooks has (one per solution block).
+    written: total minus the stubs still raising `NotImplementedError` in the learner's notebooks
+    (`release/NN_name/*.ipynb`); a learner notebook not created yet counts as nothing written.
+    "Written" means the stub was replaced, not that it is right: `tito module complete` runs the tests.
+    """
+    total = written = 0
+    for dev in module.notebooks:
+        if not dev.is_file():
+            continue
+        stubs = len(stubs_in_notebook(fresh_learner_notebook(root, module, dev)))
+        mine = learner_notebook(root, module, dev)
+        try:
+            left = len(stubs_in_notebook(read_notebook(mine))) if mine.is_file() else stubs
+        except (OSError, ValueError):
+            left = stubs                                  # unreadable: nothing counts as written
+        total += stubs
+        written += max(stubs - left, 0)
+    return written, total
+
+
+def _exercise_count(root: Path, module: Module) -> str:
+    try:
+        written, total = exercise_progress(root, module)
+    except ReleaseError:
+        return "exercises ?"                              # bad markers: `tito module release` names them
+    if not total:
+        return "read-along"
+    return f"exercises {written}/{total}"
+
+
 def cmd_status(root: Path, args: argparse.Namespace, extra: list[str]) -> int:
     progress = Progress.load(root)
     modules = discover_modules(root)
@@ -183,7 +216,7 @@ def cmd_status(root: Path, args: argparse.Namespace, extra: list[str]) -> int:
         where = ", ".join(present)
         if module.label in yours:
             where += "  (package holds your code)"
-        print(f"  {module.number:02d}  {module.name:<14} {text:<28} {where}".rstrip())
+        print(f"  {module.number:02d}  {module.name:<14} {text:<28} {_exercise_count(root, module):<16} {where}".rstrip())
     if not modules:
         print("  (no modules/NN_name/ folders yet)")
     print(f"{completed} of {len(modules)} modules completed")

@@ -28,13 +28,31 @@ def is_grad_enabled():
 
 @contextlib.contextmanager
 def no_grad():
-    "Context manager: operations inside it record no graph (for evaluation and parameter updates)."
+    """Context manager: operations inside it record no graph (for evaluation and parameter updates).
+
+    TODO: switch `_grad_mode.enabled` off for the body of the `with` block, then put back what it was.
+
+    APPROACH:
+    1. Remember `previous = _grad_mode.enabled`, then set it to False.
+    2. `yield` (the body of the `with` runs here) inside `try:`, and restore `previous` in `finally:`.
+
+    EXAMPLE:
+    with no_grad():
+        with no_grad(): ...     # still off here
+        ...                     # still off here: the inner block restored False, not True
+
+    HINTS:
+    - Restore the previous value, not True: blocks nest.
+    - `finally` restores it even when the body raises.
+    """
+    ### BEGIN SOLUTION
     previous = _grad_mode.enabled
     _grad_mode.enabled = False
     try:
         yield
     finally:
         _grad_mode.enabled = previous
+    ### END SOLUTION
 
 # %% ../../modules/05_autograd/autograd_dev.ipynb #a17bb6e6
 class Context:

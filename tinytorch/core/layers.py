@@ -98,7 +98,26 @@ class Module:
         return result
 
     def named_parameters(self, prefix=""):
-        "(dotted name, parameter) pairs, e.g. `('encoder.weight', p)`; a shared parameter once, first name wins."
+        """(dotted name, parameter) pairs, e.g. `('encoder.weight', p)`; a shared parameter once, first name wins.
+
+        TODO: yield `(name, parameter)` for every Parameter of this module and its sub-modules, each once.
+
+        APPROACH:
+        1. Two sets of ids: parameters already yielded, modules already visited.
+        2. A nested generator `walk(module, name)`: mark the module visited; for each `(entry_name, value)` in
+           `module._named_entries()` (attributes, lists and dicts already opened), the full name is
+           `f"{name}.{entry_name}"` (just `entry_name` when `name` is "").
+        3. A Parameter not seen yet: remember it and yield it. A Module not visited yet: `yield from walk(value, full)`.
+        4. `yield from walk(self, prefix)`.
+
+        EXAMPLE:
+        TiedNet below -> "scale", "blocks.0.weight", ..., "output.bias" (8 names: output.weight IS blocks.0.weight)
+
+        HINTS:
+        - Remember `id(p)`, not values: two parameters holding equal numbers are still two parameters.
+        - Depth first, in attribute order: a sub-module's parameters come where the sub-module is assigned.
+        """
+        ### BEGIN SOLUTION
         seen_params, seen_modules = set(), set()
 
         def walk(module, name):
@@ -112,6 +131,7 @@ class Module:
                     yield from walk(value, full)
 
         yield from walk(self, prefix)
+        ### END SOLUTION
 
     def parameters(self):
         "Every distinct parameter, in `named_parameters()` order."
@@ -269,17 +289,47 @@ class Linear(Module):
     """
 
     def __init__(self, in_features, out_features, bias=True, seed=None):
+        """Create `weight` (in_features, out_features) and `bias` (out_features,) or None.
+
+        TODO: set `self.weight` and `self.bias` (sizes are already checked above the marker).
+
+        APPROACH:
+        1. `rng = np.random.default_rng(seed)`; `bound = 1 / np.sqrt(in_features)`.
+        2. `self.weight = Parameter(rng.uniform(-bound, bound, size=(in_features, out_features)))`.
+        3. `self.bias` the same way with size `(out_features,)` when `bias`, else None.
+
+        EXAMPLE:
+        Linear(4, 3, seed=0): weight (4, 3), bias (3,), every value in [-0.5, 0.5]
+
+        HINTS:
+        - Draw the weight before the bias: the same seed must give the same weight with or without bias.
+        """
         self.in_features = _check_size("in_features", in_features)
         self.out_features = _check_size("out_features", out_features)
+        ### BEGIN SOLUTION
         rng = np.random.default_rng(seed)
         bound = 1 / np.sqrt(in_features)
         self.weight = Parameter(rng.uniform(-bound, bound, size=(in_features, out_features)))
         self.bias = Parameter(rng.uniform(-bound, bound, size=(out_features,))) if bias else None
+        ### END SOLUTION
 
     def forward(self, x):
+        """x `(*, in_features)` -> x @ weight + bias `(*, out_features)`.
+
+        TODO: return the layer's output as a Tensor (so gradients reach weight and bias).
+
+        APPROACH:
+        1. `y = x @ self.weight`: (*, in) @ (in, out) -> (*, out); matmul broadcasts the leading axes.
+        2. Add `self.bias` (out,) when there is one: broadcasting adds it to every row.
+
+        EXAMPLE:
+        x (2, 5, 4) with Linear(4, 3) -> (2, 5, 3)
+        """
         x = _float_input(self, x)
+        ### BEGIN SOLUTION
         y = x @ self.weight
         return y + self.bias if self.bias is not None else y
+        ### END SOLUTION
 
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
@@ -298,11 +348,30 @@ class Dropout(Module):
         self.rng = np.random.default_rng(seed)
 
     def forward(self, x):
+        """x `(*)` -> `(*)`: in training, each element zeroed with probability p, survivors scaled by 1/(1-p).
+
+        TODO: return x itself in eval mode (or when p == 0), else x times a random keep-mask scaled by 1/(1-p).
+
+        APPROACH:
+        1. `if not self.training or self.p == 0: return x` (the same tensor, no copy).
+        2. `keep = self.rng.random(x.shape) >= self.p`: True with probability 1 - p.
+        3. Return `x * Tensor(keep.astype(x.dtype) / (1 - self.p), dtype=x.dtype)`: a Tensor op, so the gradient
+           is the same mask.
+
+        EXAMPLE:
+        p = 0.25 on ones (200, 500): about 25% zeros, the rest 4/3, mean about 1
+
+        HINTS:
+        - Draw from `self.rng` (seeded per instance), not `np.random`.
+        - Scale in training, not in eval: that is what makes it "inverted" dropout.
+        """
         x = _float_input(self, x)
+        ### BEGIN SOLUTION
         if not self.training or self.p == 0:
             return x
         keep = self.rng.random(x.shape) >= self.p
         return x * Tensor(keep.astype(x.dtype) / (1 - self.p), dtype=x.dtype)
+        ### END SOLUTION
 
     def extra_repr(self):
         return f"p={self.p}"

@@ -162,6 +162,25 @@ class SGD(Optimizer):
         return None                                  # dense and row-sparse gradients both work
 
     def _update(self, p, grad, state):
+        """One SGD step on `p` in place; `grad` has p's shape (a dense array or a RowSparseGrad).
+
+        TODO: apply weight decay, then momentum, then `p.data -= lr * grad`.
+
+        APPROACH:
+        1. Weight decay: `grad = grad + self.weight_decay * p.data` (when it is not 0).
+        2. Momentum (when not 0): the buffer `b` lives in `state["momentum_buffer"]`. First step: b = a copy of grad
+           (`_scaled(grad, 1.0)`). Later steps: b = momentum * b + grad: in place (`*=`, `+=`) when both are dense
+           arrays, else `_scaled(b, self.momentum) + grad` (a RowSparseGrad sum keeps the union of rows).
+           Store it and step with it: `grad = b`.
+        3. `_add_to(p.data, grad, -self.lr)` updates in place; a RowSparseGrad touches only its rows.
+
+        EXAMPLE:
+        lr 0.1, momentum 0.9, grads 1 then 1 -> b = 1 then 1.9; p moves -0.1 then -0.19
+
+        HINTS:
+        - Update `p.data` in place (never `p.data = ...`): the model and other optimisers hold that array.
+        """
+        ### BEGIN SOLUTION
         if self.weight_decay:
             grad = grad + self.weight_decay * p.data     # dense result even for a sparse grad: every row decays
         if self.momentum:
@@ -175,6 +194,7 @@ class SGD(Optimizer):
                 buffer = _scaled(buffer, self.momentum) + grad
             state["momentum_buffer"] = grad = buffer
         _add_to(p.data, grad, -self.lr)
+        ### END SOLUTION
 
 # %% ../../modules/06_optimizers/optimizers_dev.ipynb #ed977e1c
 class Adam(Optimizer):
@@ -196,6 +216,25 @@ class Adam(Optimizer):
         return None
 
     def _update(self, p, grad, state):
+        """One Adam (or AdamW) step on `p` in place; `grad` is a dense array of p's shape.
+
+        TODO: update the moments m and v, then p with the bias-corrected step.
+
+        APPROACH:
+        1. First call: `state.update(step=0, exp_avg=zeros like p.data, exp_avg_sq=zeros like p.data)`. Then step += 1.
+        2. Weight decay: AdamW (`self._decoupled`) multiplies `p.data` by `1 - lr * weight_decay`; Adam adds
+           `weight_decay * p.data` to grad.
+        3. In place: m = beta1 m + (1 - beta1) g, written `m += (1 - beta1) * (grad - m)` as PyTorch does;
+           v = beta2 v + (1 - beta2) g².
+        4. With t = step: `p.data -= lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)`.
+
+        EXAMPLE:
+        first step, g = [5, -0.001, 0], lr 0.1 -> p moves by about [-0.1, +0.1, 0]: m̂ / sqrt(v̂) = sign(g)
+
+        HINTS:
+        - eps is added after the bias correction of sqrt(v): that is PyTorch's order, and the tests compare to 1e-10.
+        """
+        ### BEGIN SOLUTION
         if not state:
             state.update(step=0, exp_avg=np.zeros_like(p.data), exp_avg_sq=np.zeros_like(p.data))
         state["step"] += 1
@@ -211,6 +250,7 @@ class Adam(Optimizer):
         step_size = self.lr / (1 - beta1 ** state["step"])
         denom = np.sqrt(v) / math.sqrt(1 - beta2 ** state["step"]) + self.eps
         p.data -= step_size * (m / denom)
+        ### END SOLUTION
 
 
 class AdamW(Adam):
@@ -281,10 +321,30 @@ class SparseAdam(Optimizer):
         beta1, beta2 = self.betas
         m, v = state["exp_avg"], state["exp_avg_sq"]
         step_size = self.lr * math.sqrt(1 - beta2 ** state["step"]) / (1 - beta1 ** state["step"])
+
         def update_block(rows, g):
+            """Lazy Adam on the rows `rows` (r,) of p, m and v, with their gradient rows `g` (r, d).
+
+            TODO: update m, v and p on these rows only (the rows are unique: plain assignment is safe).
+
+            APPROACH:
+            1. Read the old moments `m[rows]`, `v[rows]` (copies: fancy indexing copies).
+            2. m_new = m_old + (g - m_old)(1 - beta1); v_new = v_old + (g² - v_old)(1 - beta2); write them back.
+            3. `p.data[rows] += -step_size * m_new / (sqrt(v_new) + eps)`: `step_size` above already holds both
+               bias corrections (PyTorch's SparseAdam formula).
+
+            EXAMPLE:
+            rows [2], g (1, 3): only row 2 of p, m and v changes
+
+            HINTS:
+            - `m[rows] += ...` would also work here (rows are unique), but reading once and writing once is clearer.
+            """
+            ### BEGIN SOLUTION
             m_old, v_old = m[rows], v[rows]
             m_new = m_old + (g - m_old) * (1 - beta1)
             v_new = v_old + (g * g - v_old) * (1 - beta2)
             m[rows], v[rows] = m_new, v_new
             p.data[rows] += -step_size * (m_new / (np.sqrt(v_new) + self.eps))
+            ### END SOLUTION
+
         _for_row_blocks(grad, update_block)

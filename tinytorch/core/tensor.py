@@ -261,8 +261,25 @@ class DivBackward(Function):
 
     @staticmethod
     def backward(ctx, grad):
+        """dL/da and dL/db from `grad` = dL/d(a / b), in the output's (broadcast) shape.
+
+        TODO: return `(grad_a, grad_b)`.
+
+        APPROACH:
+        1. `a, b = ctx.saved` (saved by the forward above).
+        2. d(a/b)/da = 1/b and d(a/b)/db = -a/b², each times `grad`.
+
+        EXAMPLE:
+        a (2, 3), b (3,), grad (2, 3) -> grad_a (2, 3), grad_b (2, 3); the engine's `unbroadcast` sums grad_b to (3,)
+
+        HINTS:
+        - Do not sum over broadcast axes here: every backward returns output-shaped gradients and the engine
+          reduces them (module 05's `unbroadcast`), so one rule serves + - * / alike.
+        """
+        ### BEGIN SOLUTION
         a, b = ctx.saved
         return grad / b, -grad * a / (b * b)
+        ### END SOLUTION
 
 
 class NegBackward(Function):
@@ -621,34 +638,106 @@ class TanhBackward(Function):
 
     @staticmethod
     def backward(ctx, grad):
+        """dL/dx for t = tanh(x), from `grad` = dL/dt `(*)`.
+
+        TODO: return a one-element tuple with dL/dx.
+
+        APPROACH:
+        1. `(out,) = ctx.saved` is t.
+        2. dt/dx = 1 - t², written with what the forward computed.
+
+        EXAMPLE:
+        x = 0: t = 0, dt/dx = 1; x = 20: dt/dx ≈ 0 (saturated)
+        """
+        ### BEGIN SOLUTION
         (out,) = ctx.saved
         return (grad * (1 - out * out),)
+        ### END SOLUTION
 
 
 class ReLUBackward(Function):
     @staticmethod
     def forward(ctx, x):
+        """max(x, 0) of the array `x (*)`; returns `(*)`.
+
+        TODO: return max(x, 0) and save what the backward needs.
+
+        APPROACH:
+        1. Save the mask `x > 0`: the backward needs only where the input was positive.
+        2. Return `np.maximum(x, 0)`.
+
+        EXAMPLE:
+        [-2.0, 0.0, 3.0] -> [0.0, 0.0, 3.0]
+
+        HINTS:
+        - At exactly 0 the derivative is taken as 0 (PyTorch does the same): `>`, not `>=`.
+        """
+        ### BEGIN SOLUTION
         ctx.save_for_backward(x > 0)
         return np.maximum(x, 0)
+        ### END SOLUTION
 
     @staticmethod
     def backward(ctx, grad):
+        """dL/dx for y = relu(x), from `grad` = dL/dy `(*)`.
+
+        TODO: return a one-element tuple with dL/dx.
+
+        APPROACH:
+        1. `(positive,) = ctx.saved`.
+        2. The gradient passes where x > 0 and is 0 elsewhere: `grad * positive`.
+
+        EXAMPLE:
+        x = [-2, 0, 3], grad = [5, 5, 5] -> ([0, 0, 5],)
+        """
+        ### BEGIN SOLUTION
         (positive,) = ctx.saved
         return (grad * positive,)
+        ### END SOLUTION
 
 
 class SigmoidBackward(Function):
     @staticmethod
     def forward(ctx, x):
+        """1 / (1 + exp(-x)) of `x (*)`, without overflow; returns `(*)` in x's dtype.
+
+        TODO: return the sigmoid and save its output for the backward.
+
+        APPROACH:
+        1. `e = np.exp(-np.abs(x))`: the exponent is <= 0, so it never overflows.
+        2. For x >= 0 the sigmoid is 1 / (1 + e); for x < 0 it is e / (1 + e). Pick with `np.where`.
+        3. Keep x's dtype (`.astype(x.dtype, copy=False)`), save the output, return it.
+
+        EXAMPLE:
+        [-1000.0, 0.0, 1000.0] -> [0.0, 0.5, 1.0], no overflow warning
+
+        HINTS:
+        - `1 / (1 + np.exp(-x))` overflows for x = -1000.
+        """
+        ### BEGIN SOLUTION
         e = np.exp(-np.abs(x))                       # never overflows
         out = np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
         ctx.save_for_backward(out)
         return out
+        ### END SOLUTION
 
     @staticmethod
     def backward(ctx, grad):
+        """dL/dx for s = sigmoid(x), from `grad` = dL/ds `(*)`.
+
+        TODO: return a one-element tuple with dL/dx.
+
+        APPROACH:
+        1. `(out,) = ctx.saved` is s.
+        2. ds/dx = s (1 - s), written with what the forward computed.
+
+        EXAMPLE:
+        x = 0: s = 0.5, ds/dx = 0.25
+        """
+        ### BEGIN SOLUTION
         (out,) = ctx.saved
         return (grad * out * (1 - out),)
+        ### END SOLUTION
 
 
 _GELU_C = float(np.sqrt(2 / np.pi))  # a Python float, so float32 inputs stay float32
@@ -664,9 +753,26 @@ class GELUBackward(Function):
 
     @staticmethod
     def backward(ctx, grad):
+        """dL/dx for y = 0.5 x (1 + t), t = tanh(c (x + 0.044715 x³)), from `grad` `(*)`.
+
+        TODO: return a one-element tuple with dL/dx.
+
+        APPROACH:
+        1. `x, inner = ctx.saved` (inner is t).
+        2. Product rule: dy/dx = 0.5 (1 + t) + 0.5 x dt/dx.
+        3. Chain rule: dt/dx = (1 - t²) · c · (1 + 3 · 0.044715 x²), with c = `_GELU_C`.
+
+        EXAMPLE:
+        x = 0: dy/dx = 0.5
+
+        HINTS:
+        - gradcheck in float64 tells you at once whether a factor is missing.
+        """
+        ### BEGIN SOLUTION
         x, inner = ctx.saved
         d_inner = (1 - inner * inner) * _GELU_C * (1 + 3 * 0.044715 * x * x)
         return (grad * (0.5 * (1 + inner) + 0.5 * x * d_inner),)
+        ### END SOLUTION
 
 
 class SoftmaxBackward(Function):
@@ -714,15 +820,45 @@ class SoftmaxBackward(Function):
 class LogSoftmaxBackward(Function):
     @staticmethod
     def forward(ctx, x, axis=-1):
+        """log softmax along `axis`: x - max - log(sum(exp(x - max))); `(*)` -> `(*)`.
+
+        TODO: return the log-probabilities and save what the backward needs.
+
+        APPROACH:
+        1. `shifted = x - x.max(axis=axis, keepdims=True)`: every exponent <= 0, no overflow.
+        2. Subtract `np.log(np.exp(shifted).sum(axis=axis, keepdims=True))`.
+        3. Save the output and `axis`.
+
+        EXAMPLE:
+        [[0.0, -200.0]] in float32 -> [[0.0, -200.0]]   (np.log(softmax) gives -inf)
+
+        HINTS:
+        - Never take the log of a softmax: small probabilities underflow to 0.
+        """
+        ### BEGIN SOLUTION
         shifted = x - x.max(axis=axis, keepdims=True)
         out = shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
         ctx.save_for_backward(out, axis)
         return out
+        ### END SOLUTION
 
     @staticmethod
     def backward(ctx, grad):
+        """dL/dx for y = log_softmax(x) along `axis`, from `grad` `(*)`.
+
+        TODO: return a one-element tuple with dL/dx.
+
+        APPROACH:
+        1. `out, axis = ctx.saved`; softmax is `np.exp(out)`.
+        2. dy_i/dx_j = δ_ij - p_j, so dL/dx = grad - p * sum(grad) along `axis` (keepdims).
+
+        EXAMPLE:
+        cross-entropy's grad is -onehot(y): dL/dx = p - onehot(y)
+        """
+        ### BEGIN SOLUTION
         out, axis = ctx.saved
         return (grad - np.exp(out) * grad.sum(axis=axis, keepdims=True),)
+        ### END SOLUTION
 
 # %% ../../modules/01_tensor/tensor_dev.ipynb #a425ed77
 class ConcatenateBackward(Function):
