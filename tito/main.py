@@ -39,7 +39,8 @@ INSTALL_DEV_HINT = 'not installed (pip install -e ".[dev]")'
 
 # Demo name -> module with a `main(argv) -> int | None` function.
 DEMOS = {"embeddings": "tinytorch.text.skipgram",
-         "gpt": "tito.demos.gpt"}
+         "gpt": "tito.demos.gpt",
+         "positions": "tito.demos.positions"}
 
 
 # ---------------------------------------------------------------------------

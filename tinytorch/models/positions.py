@@ -26,29 +26,28 @@ IGNORE = -100   # targets with this value add nothing to the loss (cross_entropy
 
 
 def corpus_words():
-    "The ids (int64) of the words of the built-in corpus under a `WordTokenizer` (ids 2.. ; 0, 1 are <pad>, <unk>), and its vocab size."
+    "The word ids (int64) of the built-in corpus under a `WordTokenizer` (2.., after <pad> and <unk>), and its vocab size."
     tokenizer = WordTokenizer.from_text(load_corpus(None))
     return np.arange(2, tokenizer.vocab_size, dtype=np.int64), tokenizer.vocab_size
 
 
-def copy_task(batch_size, length, words, rng):
-    """A batch of the copying task: inputs (batch_size, length), targets (batch_size, length), int64.
+def copy_task(batch_size, length, words, rng, period=8):
+    """A batch of the repeat-the-segment task: inputs (batch_size, length), targets (batch_size, length), int64.
 
-    Each row is a segment of m = length // 2 ids from `words` (without replacement while m <= len(words),
-    else from successive permutations) repeated: seq[t] = segment[t mod m], t = 0..length. inputs = seq[:length],
-    targets = seq[1:], with targets of the first m - 1 positions (not yet predictable) set to `IGNORE`.
-    `length` must be even and >= 4; `rng` is a NumPy Generator.
+    Each row draws a segment of `period` distinct ids from `words` and repeats it: seq[t] = segment[t mod period],
+    t = 0..length; inputs = seq[:length], targets = seq[1:], with the first period - 1 targets (not yet
+    predictable) set to `IGNORE`. `period` (default 8) must be in [2, min(length, len(words))]; `rng` is a
+    NumPy Generator.
     """
-    if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 4 or length % 2:
-        raise ValueError(f"length must be an even integer >= 4; got {length!r}")
     words = np.asarray(words, dtype=np.int64)
-    m = length // 2
-    rounds = -(-m // len(words))                                                     # permutations needed
-    segments = np.concatenate([rng.permuted(np.broadcast_to(words, (batch_size, len(words))), axis=1)
-                               for _ in range(rounds)], axis=1)[:, :m]                  # (B, m)
-    seq = segments[:, np.arange(length + 1) % m]                                        # (B, length + 1)
+    if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 2:
+        raise ValueError(f"length must be an integer >= 2; got {length!r}")
+    if isinstance(period, bool) or not isinstance(period, (int, np.integer)) or not 2 <= period <= min(length, len(words)):
+        raise ValueError(f"period must be an integer in [2, {min(length, len(words))}]; got {period!r}")
+    segments = rng.permuted(np.broadcast_to(words, (batch_size, len(words))), axis=1)[:, :period]   # (B, period)
+    seq = segments[:, np.arange(length + 1) % period]                                               # (B, length + 1)
     targets = seq[:, 1:].copy()
-    targets[:, :m - 1] = IGNORE
+    targets[:, :period - 1] = IGNORE
     return seq[:, :-1], targets
 
 # %% ../../modules/13_transformers/positions_dev.ipynb #b0500008
@@ -57,11 +56,12 @@ SCHEMES = ("none", "learned", "learned-8L", "sinusoidal", "rope", "alibi")
 
 @dataclass
 class PositionExperiment:
-    """The settings shared by every run: the training length `train_len` (default 32, even), evaluation at
+    """The settings shared by every run: the training length `train_len` (default 32), the task's `period` (8), evaluation at
     `train_len · f` for f in `eval_factors` (1, 2, 4, 8), `steps` (300) of `batch_size` (16) sequences, a
     GPT-2-style model of `num_layers` (2) blocks of width `d_model` (64) with `num_heads` (4), AdamW peak `lr`
     (3e-3, warm-up then cosine), `eval_sequences` (64) held-out sequences per length, `seed` (0)."""
     train_len: int = 32
+    period: int = 8
     eval_factors: tuple = (1, 2, 4, 8)
     steps: int = 300
     batch_size: int = 16
@@ -77,8 +77,10 @@ class PositionExperiment:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
                 raise ValueError(f"{name} must be a positive integer; got {value!r}")
-        if self.train_len < 4 or self.train_len % 2:
-            raise ValueError(f"train_len must be an even integer >= 4 (half is the segment); got {self.train_len}")
+        if isinstance(self.period, bool) or not isinstance(self.period, (int, np.integer)) or \
+                not 2 <= self.period <= min(self.train_len, 111):
+            raise ValueError(f"period must be an integer in [2, min(train_len={self.train_len}, 111 words)]; "
+                             f"got {self.period!r}")
         if self.d_model % self.num_heads:
             raise ValueError(f"d_model={self.d_model} must be a multiple of num_heads={self.num_heads}")
         self.eval_factors = tuple(int(f) for f in self.eval_factors)
@@ -106,13 +108,15 @@ def _lr_at(step, steps, lr):
     return lr * min(1.0, step / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-def evaluate_copy(model, batches):
-    """Loss (nats per scored token) and accuracy (argmax = target) of `model` on [(inputs, targets), ...],
-    without gradients; None when the model cannot read that many positions (a learned table too short)."""
+def evaluate_copy(model, batches, seen_len=None):
+    """Loss (nats per scored token) and accuracy (argmax = target) of `model` on [(inputs, targets), ...], without
+    gradients, as {"loss", "accuracy", "loss_new", "accuracy_new"}: the "_new" pair counts only positions
+    >= `seen_len` (those never seen in training; None when there are none). Returns None when the model cannot
+    read that many positions (a learned table too short)."""
     length = batches[0][0].shape[1]
     if model.position_table is not None and length > model.config.max_seq_len:
         return None
-    total_loss = correct = count = 0.0
+    sums = np.zeros((2, 3))                                  # rows: all, new; columns: loss, correct, count
     model.eval()
     with no_grad():
         for inputs, targets in batches:
@@ -121,11 +125,15 @@ def evaluate_copy(model, batches):
             shifted = logits - logits.max(-1, keepdims=True)
             log_probs = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
             picked = np.take_along_axis(log_probs, np.where(scored, targets, 0)[..., None], -1)[..., 0]
-            total_loss -= picked[scored].sum()
-            correct += (logits.argmax(-1) == targets)[scored].sum()
-            count += scored.sum()
+            right = logits.argmax(-1) == targets
+            new = scored & (np.arange(length) >= (seen_len or length))[None, :]
+            for row, keep in enumerate((scored, new)):
+                sums[row] += (-picked[keep].sum(), right[keep].sum(), keep.sum())
     model.train()
-    return {"loss": float(total_loss / count), "accuracy": float(correct / count)}
+    result = {"loss": sums[0, 0] / sums[0, 2], "accuracy": sums[0, 1] / sums[0, 2],
+              "loss_new": sums[1, 0] / sums[1, 2] if sums[1, 2] else None,
+              "accuracy_new": sums[1, 1] / sums[1, 2] if sums[1, 2] else None}
+    return {key: None if value is None else float(value) for key, value in result.items()}
 
 
 def train_copy_model(setup, scheme, words, vocab_size, seed, on_step=None):
@@ -139,7 +147,7 @@ def train_copy_model(setup, scheme, words, vocab_size, seed, on_step=None):
     model.train()
     for step in range(1, setup.steps + 1):
         optimizer.lr = _lr_at(step, setup.steps, setup.lr)
-        inputs, targets = copy_task(setup.batch_size, setup.train_len, words, data_rng)
+        inputs, targets = copy_task(setup.batch_size, setup.train_len, words, data_rng, setup.period)
         logits = model(inputs)
         loss = cross_entropy(logits.reshape(-1, vocab_size), targets.reshape(-1), ignore_index=IGNORE)
         optimizer.zero_grad()
@@ -156,7 +164,8 @@ def position_experiment(setup=None, schemes=SCHEMES, seeds=(0,), on_run=None, on
 
     {"setup": ..., "schemes": [...], "lengths": [...], "seeds": [...],
      "runs": {scheme: {seed: {"train_losses": [...], "eval": {length: {"loss", "accuracy"} or None}}}},
-     "summary": {scheme: {length: {"loss_mean", "loss_spread", "accuracy_mean", "accuracy_spread"} or None}}}
+     "summary": {scheme: {length: {"loss_mean", "loss_spread", "accuracy_mean", "accuracy_spread", and the same
+                                   for "loss_new", "accuracy_new"} or None}}}
 
     Evaluation batches depend only on the seed and the length (the same for every scheme). The spread is the
     sample standard deviation over seeds (0 for one seed). `on_run(scheme, seed)` is called before each
@@ -169,7 +178,7 @@ def position_experiment(setup=None, schemes=SCHEMES, seeds=(0,), on_run=None, on
     runs = {scheme: {} for scheme in schemes}
     for seed in seeds:
         eval_rng = np.random.default_rng([seed, 2])
-        batches = {n: [copy_task(min(16, setup.eval_sequences - i), n, words, eval_rng)
+        batches = {n: [copy_task(min(16, setup.eval_sequences - i), n, words, eval_rng, setup.period)
                        for i in range(0, setup.eval_sequences, 16)] for n in setup.eval_lengths}
         for scheme in schemes:
             if on_run:
@@ -177,7 +186,8 @@ def position_experiment(setup=None, schemes=SCHEMES, seeds=(0,), on_run=None, on
             started = time.perf_counter()
             model, losses = train_copy_model(setup, scheme, words, vocab_size, seed, on_step)
             runs[scheme][seed] = {"train_losses": losses, "seconds": time.perf_counter() - started,
-                                  "eval": {n: evaluate_copy(model, batches[n]) for n in setup.eval_lengths}}
+                                  "eval": {n: evaluate_copy(model, batches[n], setup.train_len)
+                                           for n in setup.eval_lengths}}
     summary = {}
     for scheme in schemes:
         summary[scheme] = {}
@@ -187,7 +197,10 @@ def position_experiment(setup=None, schemes=SCHEMES, seeds=(0,), on_run=None, on
                 summary[scheme][n] = None
                 continue
             row = {}
-            for key in ("loss", "accuracy"):
+            for key in ("loss", "accuracy", "loss_new", "accuracy_new"):
+                if results[0][key] is None:
+                    row[f"{key}_mean"] = row[f"{key}_spread"] = None
+                    continue
                 values = np.array([r[key] for r in results])
                 row[f"{key}_mean"] = float(values.mean())
                 row[f"{key}_spread"] = float(values.std(ddof=1)) if len(values) > 1 else 0.0
