@@ -273,7 +273,8 @@ class TransformerLM(Module):
     (`wte`, `wpe`, `h.i`, `ln_f`), LLaMA's under `model` (`embed_tokens`, `layers.i`, `norm`) plus `lm_head`
     when the head is untied. Weights are drawn N(0, 0.02) with zero biases (GPT-2's initialisation).
     `config.position` picks the position scheme; a learned or sinusoidal table is `transformer.wpe` (gpt2) or
-    `model.embed_positions` (llama), RoPE and ALiBi live inside the attention layers, "none" adds nothing.
+    `model.embed_positions` (llama), RoPE and ALiBi live inside the attention layers, "none" adds nothing. With
+    the sinusoidal table the token vectors are multiplied by sqrt(d_model) first, as in the Transformer paper.
     """
 
     def __init__(self, config, seed=None):
@@ -342,7 +343,10 @@ class TransformerLM(Module):
                 raise ValueError(f"positions {start}..{start + ids.shape[1] - 1} exceed the {c.position} position "
                                  f"table of max_seq_len={c.max_seq_len} rows")
             positions = np.arange(start, start + ids.shape[1])
-            x = x + table(positions) if c.position == "learned" else table(x, start=start)
+            if c.position == "learned":
+                x = x + table(positions)
+            else:   # as Vaswani et al. 2017 (3.4): token vectors times sqrt(d), else the ±1 table drowns them
+                x = table(x * math.sqrt(c.d_model), start=start)
         if c.arch == "gpt2":
             x = self.transformer.drop(x)
         for i, block in enumerate(self.blocks):
