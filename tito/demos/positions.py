@@ -119,12 +119,14 @@ def save_plot(result, path):
     import matplotlib.pyplot as plt
 
     figure, axis = plt.subplots(figsize=(7, 4.2))
+    markers = dict(zip(SCHEMES, "os^vDx"))               # learned and learned-8L coincide at L: different markers
     for scheme in result["schemes"]:
         points = [(n, result["summary"][scheme][n]) for n in result["lengths"] if result["summary"][scheme][n]]
         xs = [n for n, _ in points]
         ys = np.array([row["loss_mean"] for _, row in points])
         spread = np.array([row["loss_spread"] for _, row in points])
-        line, = axis.plot(xs, ys, "o-", label=scheme)
+        line, = axis.plot(xs, ys, "-", marker=markers.get(scheme, "o"), markersize=8 if scheme == "learned" else 6,
+                          label=scheme)
         if len(result["seeds"]) > 1:
             axis.fill_between(xs, ys - spread, ys + spread, color=line.get_color(), alpha=0.15)
     axis.axvline(result["setup"]["train_len"], color="grey", linestyle=":", label="training length L")
