@@ -9,8 +9,7 @@ __all__ = ['IGNORE', 'SCHEMES', 'corpus_words', 'copy_task', 'PositionExperiment
 # %% ../../modules/13_transformers/positions_dev.ipynb #b0500002
 import math
 import time
-from dataclasses import asdict, dataclass, field, replace
-from typing import Callable, Optional
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -19,7 +18,7 @@ from ..core.losses import cross_entropy
 from ..core.optimizers import AdamW
 from . import TransformerConfig, TransformerLM, train_language_model
 from ..text.corpus import load_corpus
-from ..text.tokenization import CharTokenizer, WordTokenizer
+from ..text.tokenization import WordTokenizer
 
 # %% ../../modules/13_transformers/positions_dev.ipynb #b0500005
 IGNORE = -100   # targets with this value add nothing to the loss (cross_entropy's ignore_index)
