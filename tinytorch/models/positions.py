@@ -40,7 +40,7 @@ def copy_task(batch_size, length, words, rng, period=8):
 
     Position information is necessary: once the first copy is over, every word of the segment has been seen,
     so the bag of words so far is the same at every position; only the order says which word comes next
-    (the one that followed the current word period - 1 tokens back, or stood `period` - 1 positions back).
+    (the word that followed the current word's earlier occurrence, i.e. the one `period - 1` positions back).
     """
     words = np.asarray(words, dtype=np.int64)
     if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 2:
