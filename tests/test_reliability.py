@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from tinytorch.core import checkpoint
-from tinytorch.core.layers import Linear, Module, Parameter, Sequential
-from tinytorch.core.optimizers import SGD, Adam
+from tinytorch.core.autograd import RowSparseGrad, gradcheck
+from tinytorch.core.layers import Dropout, Linear, Module, Parameter, Sequential
+from tinytorch.core.optimizers import SGD, Adam, Adagrad, AdamW, SparseAdam
 from tinytorch.core.tensor import Tensor
 from tinytorch.text.embeddings import Embedding
 from tinytorch.text.quantization import QuantizedEmbedding
@@ -155,8 +156,6 @@ def test_no_grad_in_one_thread_does_not_stop_another_thread_recording():
 
 # ------------------------------------------------------------------------------------------------ versions (defect 2)
 
-from tinytorch.core.autograd import RowSparseGrad, gradcheck  # noqa: E402
-from tinytorch.core.optimizers import AdamW, Adagrad, SparseAdam  # noqa: E402
 
 STALE = "modified by an inplace operation"
 
@@ -195,6 +194,17 @@ def test_mark_modified_after_an_in_place_write_raises_and_no_grad_changes():
     assert v.grad is None and w.grad is None, "all or nothing: the check runs before any gradient moves"
     (w * w).sum().backward()                      # a fresh forward uses the new values
     np.testing.assert_allclose(w.grad, [1.2, 1.6], rtol=1e-6)
+
+
+def test_an_op_that_saved_its_output_refuses_when_the_output_changes():
+    "ExpBackward keeps exp(x) for its backward; writing into that output afterwards would change dL/dx."
+    x = Tensor([0.0, 1.0], requires_grad=True)
+    y = x.exp()
+    loss = y.sum()                                # SumBackward saves no array: only ExpBackward can notice
+    y.data[...] = 0.0
+    y.mark_modified()
+    with pytest.raises(RuntimeError, match=rf"{STALE}.*the output of ExpBackward"):
+        loss.backward()
 
 
 def test_unsaved_inputs_may_change_freely():
@@ -257,9 +267,6 @@ def test_gradcheck_still_perturbs_data_in_place():
 
 
 # ------------------------------------------------------------------------------------------------ train/eval (defect 5)
-
-from tinytorch.core.layers import Dropout  # noqa: E402
-
 
 class RefusesEval(Module):
     "A module that cannot leave training mode (the mirror image of QuantizedEmbedding)."

@@ -42,7 +42,7 @@ class Context:
 
     def __init__(self):
         self.saved = ()
-        self.saved_versions = ()   # (input position, its _version) for each input whose array was saved
+        self.saved_versions = ()   # (input position or None for the output, its _version) for each saved array
 
     def save_for_backward(self, *values):
         "Keep arrays (or anything) that the backward needs; read them back as `ctx.saved`."
@@ -77,31 +77,33 @@ class Function:
         out = inputs[0]._from_array(data, requires_grad)  # the tensor class wraps its own results
         if requires_grad:
             out._grad_fn = cls(ctx, inputs)
-            ctx.saved_versions = _saved_versions(ctx.saved, inputs)
+            ctx.saved_versions = _saved_versions(ctx.saved, inputs, out)
         return out
 
     def __repr__(self):
         return f"<{type(self).__name__}>"
 
 
-def _saved_versions(saved, inputs):
-    "(position, _version) of each input whose array, or a view of it, the forward saved for its backward."
+def _saved_versions(saved, inputs, out):
+    "(position, _version) of each input (position None: the output) whose array, or a view of it, was saved."
     arrays = [value for value in saved if isinstance(value, np.ndarray)]
-    return tuple((position, t._version) for position, t in enumerate(inputs)
+    return tuple((position, t._version) for position, t in [*enumerate(inputs), (None, out)]
                  if any(np.may_share_memory(array, t.data) for array in arrays))
 
 
-def check_saved_versions(node):
-    "Raise RuntimeError if an input whose array `node` saved has been changed in place since (its `_version` moved)."
+def check_saved_versions(tensor):
+    "Raise RuntimeError if an array that `tensor`'s node saved (an input's, or `tensor`'s own) was changed in place since."
+    node = tensor._grad_fn
     for position, version in node.ctx.saved_versions:
-        t = node.inputs[position]
+        t = tensor if position is None else node.inputs[position]
         if t._version != version:
             name = getattr(t, "_name", None)
             what = f"the parameter {name!r}" if name else f"a {type(t).__name__}"
             op = type(node).__name__
+            role = "the output" if position is None else f"input {position}"
             raise RuntimeError(
                 f"one of the variables needed for gradient computation has been modified by an inplace operation: "
-                f"{what} of shape {t.shape} and dtype {t.dtype} (input {position} of {op}) is at version "
+                f"{what} of shape {t.shape} and dtype {t.dtype} ({role} of {op}) is at version "
                 f"{t._version}, but {op} saved it at version {version}. Something changed it between the forward "
                 f"and this backward (an optimiser step, max_norm, a write to .data): run the forward again")
 
@@ -188,8 +190,8 @@ def backward(root, grad):
     TODO: walk the graph once, from `root` back to the leaves.
 
     APPROACH:
-    0. `order = topological_order(root)`. Before any gradient moves, `check_saved_versions(t._grad_fn)` for
-       every tensor in it that has one: a stale graph raises and no `.grad` changes.
+    0. `order = topological_order(root)`. Before any gradient moves, `check_saved_versions(t)` for every
+       tensor `t` in it that has a `_grad_fn`: a stale graph raises and no `.grad` changes.
     1. `grads = {id(root): grad}`; visit `reversed(order)`, so every tensor comes after
        all the tensors that use it and its gradient in `grads` is complete when you reach it.
     2. Pop the tensor's gradient `g` from `grads` (skip the tensor if none arrived).
@@ -207,7 +209,7 @@ def backward(root, grad):
     order = topological_order(root)
     for tensor in order:                      # all or nothing: refuse a stale graph before any .grad changes
         if tensor._grad_fn is not None:
-            check_saved_versions(tensor._grad_fn)
+            check_saved_versions(tensor)
     grads = {id(root): grad}
     for tensor in reversed(order):
         g = grads.pop(id(tensor), None)

@@ -17,7 +17,7 @@ import numpy as np
 from ..core.autograd import Function, RowSparseGrad, gather_rows, segment_sum
 from ..core.layers import Dropout, Module, Parameter
 from ..core.tensor import Tensor
-from ..core.validation import (as_array, as_ids, cpu_device, flag, float_dtype, index_or_none, is_int, new_rng,
+from ..core.validation import (as_array, as_ids, cpu_device, flag, float_dtype, index_or_none, new_rng,
                                        nonnegative_int, number_above, one_of, positive_int, size)
 
 # %% ../../modules/11_embeddings/embeddings_dev.ipynb #397c7ba9
