@@ -40,6 +40,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEMOS = {
     "embeddings": "tito.demos.embeddings",
     "gpt": "tito.demos.gpt",
+    "positions": "tito.demos.positions",
 }
 
 

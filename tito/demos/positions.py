@@ -1,0 +1,276 @@
+"""`tito demo positions`: train short, test long, one small model per position scheme; `--tying`: tied vs untied head.
+
+The experiment is `tinytorch.models.positions` (module 13); this file parses the flags, draws the progress
+bars, prints the tables and writes the JSON and the PNG.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Optional, Sequence
+
+# Small matrices: one BLAS thread is faster than two on a busy machine (see tito/demos/gpt.py).
+if "numpy" not in sys.modules:
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+from tinytorch.models.positions import (SCHEMES, PositionExperiment, position_experiment,  # noqa: E402
+                                        tying_experiment)
+from tito.demos.gpt import EXIT_OK, EXIT_USAGE, PLOT_HINT, ProgressBar, _number, _Parser  # noqa: E402
+
+DEFAULT_OUT = "demo_output"
+JSON_FILE, PLOT_FILE = "positions.json", "positions_loss.png"
+TYING_JSON, TYING_PLOT = "positions_tying.json", "positions_tying.png"
+# (value of the default run, value of --quick); an explicit flag wins over both
+PROFILES = {"length": (32, 16), "period": (8, 4), "steps": (300, 80), "dim": (64, 32), "layers": (2, 2),
+            "heads": (4, 4), "batch": (16, 16), "eval_sequences": (64, 32)}
+
+
+def build_parser():
+    parser = _Parser(prog="tito demo positions",
+                     description="Train one small model per position scheme (none, learned, learned-8L, sinusoidal, "
+                                 "rope, alibi) at length L on a repeat-the-segment task, evaluate at L, 2L, 4L, 8L; "
+                                 "or, with --tying, compare a tied and an untied output head.")
+    add = parser.add_argument
+    add("--quick", action="store_true", help="a small setting for CI (L=16, period 4, 80 steps, width 32)")
+    add("--tying", action="store_true", help="run the tied-vs-untied head experiment instead")
+    add("--length", metavar="L", type=_number(int, 4, 256), help="training length (default: 32; --quick 16)")
+    add("--period", metavar="P", type=_number(int, 2, 111), help="segment length of the task (default: 8; --quick 4)")
+    add("--steps", metavar="N", type=_number(int, 1, 100000), help="training steps per model (default: 300; --quick 80)")
+    add("--dim", metavar="D", type=_number(int, 4, 512), help="model width, a multiple of --heads (default: 64)")
+    add("--layers", metavar="N", type=_number(int, 1, 12), help="blocks (default: 2)")
+    add("--heads", metavar="H", type=_number(int, 1, 16), help="attention heads (default: 4)")
+    add("--batch", metavar="B", type=_number(int, 1, 256), help="sequences per step (default: 16)")
+    add("--eval-sequences", metavar="N", type=_number(int, 1, 4096), help="held-out sequences per length (default: 64)")
+    add("--lr", metavar="LR", type=_number(float, 1e-6, 1.0), default=3e-3, help="peak AdamW learning rate (default: 0.003)")
+    add("--seed", metavar="S", type=_number(int, 0), default=0, help="first random seed (default: 0)")
+    add("--seeds", metavar="N", type=_number(int, 1, 20), default=1,
+        help="repeat with seeds S, S+1, ..., report mean ± standard deviation (default: 1)")
+    add("--out", metavar="DIR", default=DEFAULT_OUT, help=f"folder for the JSON and PNG (default: ./{DEFAULT_OUT})")
+    return parser
+
+
+def _setup(args):
+    profile = 1 if args.quick else 0
+    value = {name: getattr(args, name) if getattr(args, name) is not None else pair[profile]
+             for name, pair in PROFILES.items()}
+    return PositionExperiment(train_len=value["length"], period=value["period"], steps=value["steps"],
+                              batch_size=value["batch"], d_model=value["dim"], num_layers=value["layers"],
+                              num_heads=value["heads"], lr=args.lr, eval_sequences=value["eval_sequences"],
+                              seed=args.seed)
+
+
+class _Runs:
+    "One header line and one progress bar per training run."
+
+    def __init__(self, total, steps):
+        self.total, self.steps, self.count, self.bar = total, steps, 0, None
+
+    def start(self, name, seed):
+        self.count += 1
+        print(f"[{self.count}/{self.total}] {name} (seed {seed})", flush=True)
+        self.bar = ProgressBar(self.steps, lines=3)
+
+    def step(self, step, loss):
+        self.bar.update(step, loss)
+
+
+def _cell(row, key, seeds):
+    if row is None:
+        return None
+    mean, spread = row[f"{key}_mean"], row[f"{key}_spread"]
+    if mean is None:
+        return "-"
+    if key.startswith("accuracy"):
+        return f"{100 * mean:.1f}%" + (f" ± {100 * spread:.1f}" if seeds > 1 else "")
+    return f"{mean:.3f}" + (f" ± {spread:.3f}" if seeds > 1 else "")
+
+
+def format_table(result, new_only=False):
+    "The scheme × length table (loss / accuracy) as text lines; `new_only` uses positions >= L only."
+    lengths, seeds, train_len = result["lengths"], len(result["seeds"]), result["setup"]["train_len"]
+    suffix = "_new" if new_only else ""
+    cells = {}
+    for scheme in result["schemes"]:
+        for n in lengths:
+            row = result["summary"][scheme][n]
+            loss, accuracy = _cell(row, "loss" + suffix, seeds), _cell(row, "accuracy" + suffix, seeds)
+            cells[scheme, n] = f"n/a (table has {train_len} rows)" if row is None else (
+                "-" if loss == "-" else f"{loss} / {accuracy}")
+    first = max(len("scheme"), *(len(s) for s in result["schemes"]))
+    widths = {n: max(len(f"{n} (L)" if n == train_len else str(n)), *(len(cells[s, n]) for s in result["schemes"]))
+              for n in lengths}
+    header = "scheme".ljust(first) + "  " + "  ".join(
+        (f"{n} (L)" if n == train_len else f"{n}").ljust(widths[n]) for n in lengths)
+    lines = [header, "-" * len(header)]
+    for scheme in result["schemes"]:
+        lines.append(scheme.ljust(first) + "  " + "  ".join(cells[scheme, n].ljust(widths[n]) for n in lengths))
+    return [line.rstrip() for line in lines]
+
+
+def save_plot(result, path):
+    "Loss against evaluation length, one line per scheme, the training length marked; ImportError without matplotlib."
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(7, 4.2))
+    markers = dict(zip(SCHEMES, "os^vDx"))               # learned and learned-8L coincide at L: different markers
+    for scheme in result["schemes"]:
+        points = [(n, result["summary"][scheme][n]) for n in result["lengths"] if result["summary"][scheme][n]]
+        xs = [n for n, _ in points]
+        ys = np.array([row["loss_mean"] for _, row in points])
+        spread = np.array([row["loss_spread"] for _, row in points])
+        line, = axis.plot(xs, ys, "-", marker=markers.get(scheme, "o"), markersize=8 if scheme == "learned" else 6,
+                          label=scheme)
+        if len(result["seeds"]) > 1:
+            axis.fill_between(xs, ys - spread, ys + spread, color=line.get_color(), alpha=0.15)
+    axis.axvline(result["setup"]["train_len"], color="grey", linestyle=":", label="training length L")
+    axis.axhline(result["chance_loss"], color="grey", linestyle="--", label=f"chance log(words) = {result['chance_loss']:.2f}")
+    axis.set_xscale("log", base=2)
+    axis.set_xticks(result["lengths"], [str(n) for n in result["lengths"]])
+    axis.set_xlabel("evaluation length (tokens)")
+    axis.set_ylabel("loss on the predictable tokens (nats)")
+    axis.set_title(f"train at L={result['setup']['train_len']}, test longer ({len(result['seeds'])} seed(s))")
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def save_tying_plot(runs, path):
+    "Gradient norm of the token table by step, tied and untied (first seed); ImportError without matplotlib."
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(7, 4))
+    for name, result in runs[0].items():
+        axis.plot(range(1, len(result.table_grad_norms) + 1), result.table_grad_norms, label=f"{name}: token table")
+        if result.head_grad_norms:
+            axis.plot(range(1, len(result.head_grad_norms) + 1), result.head_grad_norms, alpha=0.6,
+                      label=f"{name}: separate head")
+    axis.set_xlabel("step")
+    axis.set_ylabel("gradient norm (Frobenius)")
+    axis.set_yscale("log")
+    axis.set_title("tito demo positions --tying: gradient norms during training")
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def _write(out, name, data):
+    path = out / name
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    return path
+
+
+def _plot(saver, data, path):
+    try:
+        saver(data, path)
+    except ImportError:
+        print(f"PNG skipped: {PLOT_HINT}")
+    else:
+        print(f"wrote {path}")
+
+
+def _mean_spread(values):
+    values = np.array(values, dtype=float)
+    return float(values.mean()), float(values.std(ddof=1)) if len(values) > 1 else 0.0
+
+
+def run_tying(args, setup, out):
+    seeds = list(range(args.seed, args.seed + args.seeds))
+    print(f"Tied vs untied output head: word-level language model of the built-in corpus, width {setup.d_model}, "
+          f"{setup.num_layers} blocks, context {setup.train_len}, {setup.steps} steps, seeds {seeds}")
+    runs, progress = [], _Runs(2 * len(seeds), setup.steps)
+    for seed in seeds:
+        runs.append(tying_experiment(PositionExperiment(**{**asdict(setup), "seed": seed}),
+                                     on_run=progress.start, on_step=progress.step))
+    print(f"\nunigram baseline (no context): {runs[0]['tied'].unigram_loss:.3f} nats per word")
+    header = (f"{'head':7} {'parameters':>10}  {'final train loss':>16}  {'final eval loss':>15}  "
+              f"{'table grad norm: first 10% / last 10% / max':>44}")
+    print(header + "\n" + "-" * len(header))
+    summary = {}
+    for name in ("tied", "untied"):
+        tenth = max(1, setup.steps // 10)
+        stats = {"parameters": runs[0][name].parameters,
+                 "final_train_loss": _mean_spread([r[name].final_train_loss for r in runs]),
+                 "final_eval_loss": _mean_spread([r[name].final_eval_loss for r in runs]),
+                 "table_grad_first": _mean_spread([np.mean(r[name].table_grad_norms[:tenth]) for r in runs]),
+                 "table_grad_last": _mean_spread([np.mean(r[name].table_grad_norms[-tenth:]) for r in runs]),
+                 "table_grad_max": _mean_spread([np.max(r[name].table_grad_norms) for r in runs])}
+        summary[name] = stats
+
+        def show(pair, digits=3):
+            return f"{pair[0]:.{digits}f}" + (f" ± {pair[1]:.{digits}f}" if len(seeds) > 1 else "")
+        grads = " / ".join(show(stats[k]) for k in ("table_grad_first", "table_grad_last", "table_grad_max"))
+        print(f"{name:7} {stats['parameters']:>10,}  {show(stats['final_train_loss']):>16}  "
+              f"{show(stats['final_eval_loss']):>15}  {grads:>44}")
+    saved = runs[0]["untied"].parameters - runs[0]["tied"].parameters
+    print(f"\ntying saves {saved:,} parameters ({100 * saved / runs[0]['untied'].parameters:.1f}% of the untied model); "
+          f"parameters shared by the input table and the head are counted once")
+    data = {"setup": asdict(setup), "seeds": seeds, "summary": summary,
+            "runs": [{name: asdict(result) for name, result in run.items()} for run in runs]}
+    print(f"wrote {_write(out, TYING_JSON, data)}")
+    _plot(save_tying_plot, runs, out / TYING_PLOT)
+    return EXIT_OK
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    "`tito demo positions`: train, evaluate, print the tables, write JSON and PNG. Returns the exit status."
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_request:                   # --help, or a usage error already printed
+        return exit_request.code if isinstance(exit_request.code, int) else EXIT_USAGE
+    try:                                                # the flags' names in the message, not the fields'
+        if args.dim and args.heads and args.dim % args.heads:
+            raise ValueError(f"--dim {args.dim} must be a multiple of --heads {args.heads}")
+        if args.period and args.length and args.period > args.length:
+            raise ValueError(f"--period {args.period} must be at most --length {args.length}")
+        setup = _setup(args)
+        if setup.d_model % setup.num_heads:
+            raise ValueError(f"--dim {setup.d_model} must be a multiple of --heads {setup.num_heads}")
+        if setup.period > setup.train_len:
+            raise ValueError(f"--period {setup.period} must be at most --length {setup.train_len}")
+    except ValueError as error:
+        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        print(f"{parser.prog}: error: --out {args.out} is a file, not a folder", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        print(f"{parser.prog}: error: could not create --out {args.out}: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.tying:
+        return run_tying(args, setup, out)
+
+    seeds = list(range(args.seed, args.seed + args.seeds))
+    print(f"Train short, test long: repeat-a-segment task (period {setup.period}, words of the built-in corpus), "
+          f"trained at L = {setup.train_len}, evaluated at {setup.eval_lengths}")
+    print(f"model: GPT-2 parts, {setup.num_layers} blocks, width {setup.d_model}, {setup.num_heads} heads, tied head; "
+          f"{setup.steps} steps of {setup.batch_size} sequences, AdamW peak lr {setup.lr}, seeds {seeds}")
+    progress = _Runs(len(SCHEMES) * len(seeds), setup.steps)
+    result = position_experiment(setup, SCHEMES, seeds, on_run=progress.start, on_step=progress.step)
+    spread = " (mean ± standard deviation over seeds)" if len(seeds) > 1 else ""
+    print(f"\nloss (nats) / accuracy on the predictable tokens, by evaluation length{spread}; "
+          f"chance loss {result['chance_loss']:.3f}")
+    print("\n".join(format_table(result)))
+    print(f"\nthe same, counting only positions >= L = {setup.train_len} (never seen in training)")
+    print("\n".join(format_table(result, new_only=True)))
+    print(f"\nwrote {_write(out, JSON_FILE, result)}")
+    _plot(save_plot, result, out / PLOT_FILE)
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
