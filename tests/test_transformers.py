@@ -56,11 +56,12 @@ def test_rms_norm_output_has_unit_root_mean_square_and_ignores_scale(rng):
     assert np.allclose(RMSNorm(32, eps=1e-12)(Tensor(5 * x)).data, y, atol=1e-5)
 
 
-@pytest.mark.parametrize("bad", [dict(dim=0), dict(dim=4, eps=0), dict(dim=4, eps=-1e-5), dict(dim=2.5)])
-def test_norm_bad_arguments(bad):
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize("bad, error", [(dict(dim=0), ValueError), (dict(dim=4, eps=0), ValueError),
+                                        (dict(dim=4, eps=-1e-5), ValueError), (dict(dim=2.5), TypeError)])
+def test_norm_bad_arguments(bad, error):
+    with pytest.raises(error):
         LayerNorm(**bad)
-    with pytest.raises(ValueError):
+    with pytest.raises(error):
         RMSNorm(**bad)
 
 

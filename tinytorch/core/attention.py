@@ -13,6 +13,7 @@ import numpy as np
 
 from .layers import Dropout, Linear, Module
 from .tensor import Tensor, concatenate
+from .validation import positive_int
 from ..text.embeddings import RotaryEmbedding
 
 # %% ../../modules/12_attention/attention_dev.ipynb #399343a6
@@ -169,9 +170,7 @@ def alibi_slopes(num_heads):
     A power of two H: 2^(-8h/H) for h = 1..H. Otherwise the slopes of the power of two below H, then every
     other slope of twice that power, as many as are missing.
     """
-    if isinstance(num_heads, bool) or not isinstance(num_heads, (int, np.integer)) or num_heads <= 0:
-        raise ValueError(f"num_heads must be a positive integer; got {num_heads!r}")
-    n = int(num_heads)
+    n = positive_int("num_heads", num_heads)
     if n & (n - 1) == 0:                                        # a power of two
         return 2.0 ** (-8.0 * np.arange(1, n + 1) / n)
     below = 1 << (n.bit_length() - 1)
@@ -249,12 +248,6 @@ class KVCache:
         return f"KVCache(length={self.length})"
 
 # %% ../../modules/12_attention/attention_dev.ipynb #c7b80956
-def _positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer; got {value!r}")
-    return int(value)
-
-
 class MultiHeadAttention(Module):
     """Multi-head self-attention: x (B, T, d_model) -> (B, T, d_model).
 
@@ -270,16 +263,16 @@ class MultiHeadAttention(Module):
     def __init__(self, d_model, num_heads, num_kv_heads=None, head_dim=None, bias=True, fused_qkv=False, rope=None,
                  causal=True, dropout=0.0, seed=None, alibi=False):
         super().__init__()
-        self.d_model = _positive_int("d_model", d_model)
-        self.num_heads = _positive_int("num_heads", num_heads)
-        self.num_kv_heads = _positive_int("num_kv_heads", num_heads if num_kv_heads is None else num_kv_heads)
+        self.d_model = positive_int("d_model", d_model)
+        self.num_heads = positive_int("num_heads", num_heads)
+        self.num_kv_heads = positive_int("num_kv_heads", num_heads if num_kv_heads is None else num_kv_heads)
         if self.num_heads % self.num_kv_heads:
             raise ValueError(f"num_kv_heads={self.num_kv_heads} must divide num_heads={self.num_heads} "
                              f"(each key/value head serves a whole group of query heads)")
         if head_dim is None and self.d_model % self.num_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}; "
                              f"pass head_dim explicitly")
-        self.head_dim = _positive_int("head_dim", self.d_model // self.num_heads if head_dim is None else head_dim)
+        self.head_dim = positive_int("head_dim", self.d_model // self.num_heads if head_dim is None else head_dim)
         if rope is not None and (not isinstance(rope, RotaryEmbedding) or rope.dim != self.head_dim):
             raise ValueError(f"rope must be a RotaryEmbedding of dim head_dim={self.head_dim} or None; got {rope!r}")
         if alibi and rope is not None:

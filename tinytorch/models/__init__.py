@@ -22,6 +22,7 @@ from ..core.layers import Dropout, Linear, Module, Parameter
 from ..core.losses import cross_entropy
 from ..core.optimizers import AdamW
 from ..core.tensor import Tensor
+from ..core.validation import positive_int
 from ..text.embeddings import Embedding, RotaryEmbedding, SinusoidalPositionalEncoding, as_token_ids
 
 # %% ../../modules/13_transformers/transformers_dev.ipynb #478c058e
@@ -33,7 +34,7 @@ class LayerNorm(Module):
     """
 
     def __init__(self, dim, eps=1e-5):
-        self.dim, self.eps = _positive_int("dim", dim), _positive_number("eps", eps)
+        self.dim, self.eps = positive_int("dim", dim), _positive_number("eps", eps)
         self.weight = Parameter(np.ones(self.dim))
         self.bias = Parameter(np.zeros(self.dim))
 
@@ -71,7 +72,7 @@ class RMSNorm(Module):
     """
 
     def __init__(self, dim, eps=1e-6):
-        self.dim, self.eps = _positive_int("dim", dim), _positive_number("eps", eps)
+        self.dim, self.eps = positive_int("dim", dim), _positive_number("eps", eps)
         self.weight = Parameter(np.ones(self.dim))
 
     def forward(self, x):
@@ -94,12 +95,6 @@ class RMSNorm(Module):
 
     def extra_repr(self):
         return f"{self.dim}, eps={self.eps}"
-
-
-def _positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer; got {value!r}")
-    return int(value)
 
 
 def _positive_number(name, value):
@@ -197,12 +192,12 @@ class TransformerConfig:
             raise ValueError(f"arch must be one of {ARCHITECTURES}; got {self.arch!r}")
         gpt2 = self.arch == "gpt2"
         for name in ("vocab_size", "max_seq_len", "d_model", "num_layers", "num_heads"):
-            setattr(self, name, _positive_int(name, getattr(self, name)))
-        self.num_kv_heads = _positive_int("num_kv_heads", self.num_kv_heads or self.num_heads)
+            setattr(self, name, positive_int(name, getattr(self, name)))
+        self.num_kv_heads = positive_int("num_kv_heads", self.num_kv_heads or self.num_heads)
         if self.head_dim is None and self.d_model % self.num_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}; set head_dim")
-        self.head_dim = _positive_int("head_dim", self.head_dim or self.d_model // self.num_heads)
-        self.d_ff = _positive_int("d_ff", self.d_ff or (4 * self.d_model if gpt2 else
+        self.head_dim = positive_int("head_dim", self.head_dim or self.d_model // self.num_heads)
+        self.d_ff = positive_int("d_ff", self.d_ff or (4 * self.d_model if gpt2 else
                                                          32 * math.ceil(8 * self.d_model / 3 / 32)))
         self.norm_eps = _positive_number("norm_eps", self.norm_eps or (1e-5 if gpt2 else 1e-6))
         self.rope_theta = _positive_number("rope_theta", self.rope_theta)
@@ -582,7 +577,7 @@ def train_language_model(model, train_ids, eval_ids, steps, batch_size=16, seq_l
     `eval_ids` before training, every `eval_every` steps and at the end. `on_step(step, loss)` and
     `on_eval(step, eval_loss)` are called for progress reports (`on_eval` first when both fall on a step).
     """
-    steps, batch_size, seq_len, eval_every = (_positive_int(name, value) for name, value in (
+    steps, batch_size, seq_len, eval_every = (positive_int(name, value) for name, value in (
         ("steps", steps), ("batch_size", batch_size), ("seq_len", seq_len), ("eval_every", eval_every)))
     for name, ids in (("train_ids", train_ids), ("eval_ids", eval_ids)):
         if np.ndim(ids) != 1 or len(ids) < seq_len + 2:
