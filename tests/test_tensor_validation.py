@@ -4,8 +4,8 @@ import pytest
 
 from tinytorch.core.tensor import Tensor
 from tinytorch.core.validation import (as_ids, check_seed, cpu_device, expect_equal, expect_error, flag, float_dtype,
-                                       index_or_none, is_int, new_rng, nonnegative_int, number_above, one_of,
-                                       positive_int, size)
+                                       index_or_none, is_int, new_rng, nonnegative_int, number_above, number_at_least,
+                                       one_of, positive_int, size)
 
 
 @pytest.mark.parametrize("value", [1, np.int8(3), np.uint64(2**63)])
@@ -43,6 +43,15 @@ def test_flag_one_of_number_above_and_nonnegative_int():
         number_above("base", float("nan"), 1, "a number greater than 1")
     with pytest.raises(TypeError, match="got True"):
         number_above("base", True, 0, "a positive number")
+    assert number_at_least("lr", 0) == 0.0 and type(number_at_least("lr", np.int32(2))) is float
+    for bad, error, words in ((-1e-8, ValueError, r"eps must be >= 0; got eps=-1e-08"),
+                              (float("nan"), ValueError, r"eps must be >= 0; got eps=nan"),
+                              (True, TypeError, r"eps must be a number; got True"),
+                              (None, TypeError, r"eps must be a number; got None")):
+        with pytest.raises(error, match=words):
+            number_at_least("eps", bad)
+    with pytest.raises(ValueError, match=r"beta must be >= 0.5; got beta=0.25"):
+        number_at_least("beta", 0.25, 0.5)
     assert nonnegative_int("start", np.int16(0)) == 0
     with pytest.raises(ValueError, match=r"start must be a non-negative int \(the first position\); got -1"):
         nonnegative_int("start", -1, "the first position")

@@ -8,6 +8,7 @@ from collections import OrderedDict, namedtuple
 from collections.abc import Mapping
 import numpy as np
 from .tensor import Tensor
+from .validation import is_number, positive_int
 
 # %% ../../modules/03_layers/layers_dev.ipynb #a169c68e
 class Parameter(Tensor):
@@ -272,15 +273,6 @@ def _float_input(layer, x):
     return x
 
 
-def _check_size(name, value):
-    "A layer size must be a positive integer."
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be a positive integer; got {value!r} of type {type(value).__name__}")
-    if value <= 0:
-        raise ValueError(f"{name} must be a positive integer (>= 1); got {value}")
-    return int(value)
-
-
 class Linear(Module):
     """y = x @ weight + bias. Shapes: x `(*, in_features)` → `(*, out_features)`.
 
@@ -304,8 +296,8 @@ class Linear(Module):
         HINTS:
         - Draw the weight before the bias: the same seed must give the same weight with or without bias.
         """
-        self.in_features = _check_size("in_features", in_features)
-        self.out_features = _check_size("out_features", out_features)
+        self.in_features = positive_int("in_features", in_features)
+        self.out_features = positive_int("out_features", out_features)
         ### BEGIN SOLUTION
         rng = np.random.default_rng(seed)
         bound = 1 / np.sqrt(in_features)
@@ -342,7 +334,7 @@ class Dropout(Module):
     """
 
     def __init__(self, p=0.5, seed=None):
-        if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)) or not 0 <= p < 1:
+        if not is_number(p) or not 0 <= p < 1:
             raise ValueError(f"dropout probability p must be in [0, 1); got p={p!r}")
         self.p = float(p)
         self.rng = np.random.default_rng(seed)

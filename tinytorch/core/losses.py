@@ -7,20 +7,15 @@ __all__ = ['REDUCTIONS', 'cross_entropy', 'mse_loss', 'CrossEntropyLoss', 'MSELo
 import numpy as np
 from .tensor import Tensor
 from .layers import Module
+from .validation import is_int, one_of
 
 # %% ../../modules/04_losses/losses_dev.ipynb #cef006b7
 REDUCTIONS = ("mean", "sum", "none")
 
 
-def _check_reduction(reduction):
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"reduction must be one of {REDUCTIONS}; got {reduction!r}")
-
-
 def _check_ignore_index(ignore_index):
     "`ignore_index` is compared with integer targets, so it must be an int (or None for no ignored class)."
-    is_int = isinstance(ignore_index, (int, np.integer)) and not isinstance(ignore_index, bool)
-    if ignore_index is not None and not is_int:
+    if ignore_index is not None and not is_int(ignore_index):
         raise TypeError(f"ignore_index must be an int or None; got {ignore_index!r}")
 
 # %% ../../modules/04_losses/losses_dev.ipynb #0c7d3e94
@@ -79,7 +74,7 @@ def cross_entropy(logits, targets, ignore_index=None, reduction="mean"):
     - Never `np.log(softmax)`: for the second example softmax is exactly 0 in float32.
     - Work on Tensors (not `.data`) after the gather, or the gradient cannot reach `logits`.
     """
-    _check_reduction(reduction)
+    one_of("reduction", reduction, REDUCTIONS)
     _check_ignore_index(ignore_index)
     logits = logits if isinstance(logits, Tensor) else Tensor(logits)
     targets = np.asarray(targets.data if isinstance(targets, Tensor) else targets)
@@ -126,7 +121,7 @@ def mse_loss(pred, target, reduction="mean"):
     HINTS:
     - Work with Tensors, not `.data`, so that `backward()` reaches `pred` (and `target`).
     """
-    _check_reduction(reduction)
+    one_of("reduction", reduction, REDUCTIONS)
     pred = pred if isinstance(pred, Tensor) else Tensor(pred)
     target = target if isinstance(target, Tensor) else Tensor(np.asarray(target), dtype=pred.dtype)
     if pred.shape != target.shape:
@@ -142,7 +137,7 @@ class CrossEntropyLoss(Module):
     "Layer form of `cross_entropy(logits (*, C), targets (*), ignore_index, reduction)`."
 
     def __init__(self, ignore_index=None, reduction="mean"):
-        _check_reduction(reduction)
+        one_of("reduction", reduction, REDUCTIONS)
         _check_ignore_index(ignore_index)
         self.ignore_index, self.reduction = ignore_index, reduction
 
@@ -157,7 +152,7 @@ class MSELoss(Module):
     "Layer form of `mse_loss(pred, target, reduction)`."
 
     def __init__(self, reduction="mean"):
-        _check_reduction(reduction)
+        one_of("reduction", reduction, REDUCTIONS)
         self.reduction = reduction
 
     def forward(self, pred, target):

@@ -8,6 +8,7 @@ import math
 import numpy as np
 from .tensor import Tensor
 from .autograd import RowSparseGrad, parallel_rows
+from .validation import is_number, number_at_least
 
 # %% ../../modules/06_optimizers/optimizers_dev.ipynb #ddf5aa25
 def _unique_parameters(params):
@@ -34,27 +35,13 @@ def _unique_parameters(params):
     return unique
 
 
-def _is_number(value):
-    "True for Python and NumPy ints and floats; False for bools, strings, None and the rest."
-    return not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
-
-
-def _check_at_least_zero(name, value):
-    "A hyperparameter that must be a number >= 0 (NaN is refused)."
-    if not _is_number(value):
-        raise TypeError(f"{name} must be a number; got {value!r}")
-    if not value >= 0:
-        raise ValueError(f"{name} must be >= 0; got {name}={value}")
-    return float(value)
-
-
 def _check_betas(betas):
     "Adam's (beta1, beta2): a pair of numbers, each in [0, 1)."
     try:
         pair = tuple(betas)
     except TypeError:
         pair = None
-    if pair is None or not all(map(_is_number, pair)):
+    if pair is None or not all(map(is_number, pair)):
         raise TypeError(f"betas must be a pair (beta1, beta2) of numbers; got {betas!r}")
     if len(pair) != 2:
         raise ValueError(f"betas must be a pair (beta1, beta2); got {betas!r}")
@@ -103,7 +90,7 @@ class Optimizer:
 
     def __init__(self, params, lr):
         self.params = _unique_parameters(params)
-        self.lr = _check_at_least_zero("lr", lr)
+        self.lr = number_at_least("lr", lr)
         self.state = [{} for _ in self.params]   # per-parameter buffers, created on first use
 
     def zero_grad(self):
@@ -113,7 +100,7 @@ class Optimizer:
 
     def step(self):
         "Update every parameter that has a gradient; raises before changing anything if one is unusable."
-        _check_at_least_zero("lr", self.lr)           # `lr` may have been changed since construction
+        number_at_least("lr", self.lr)                # `lr` may have been changed since construction
         work = [(p, self._prepare_grad(i, p), state)
                 for i, (p, state) in enumerate(zip(self.params, self.state)) if p.grad is not None]
         for p, grad, state in work:
@@ -155,8 +142,8 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr, momentum=0.0, *, weight_decay=0.0):
         super().__init__(params, lr)
-        self.momentum = _check_at_least_zero("momentum", momentum)
-        self.weight_decay = _check_at_least_zero("weight_decay", weight_decay)
+        self.momentum = number_at_least("momentum", momentum)
+        self.weight_decay = number_at_least("weight_decay", weight_decay)
 
     def _grad_kind_error(self, sparse):
         return None                                  # dense and row-sparse gradients both work
@@ -206,8 +193,8 @@ class Adam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
         super().__init__(params, lr)
         self.betas = _check_betas(betas)
-        self.eps = _check_at_least_zero("eps", eps)
-        self.weight_decay = _check_at_least_zero("weight_decay", weight_decay)
+        self.eps = number_at_least("eps", eps)
+        self.weight_decay = number_at_least("weight_decay", weight_decay)
 
     def _grad_kind_error(self, sparse):
         if sparse:
@@ -270,10 +257,10 @@ class Adagrad(Optimizer):
     def __init__(self, params, lr=1e-2, *, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0,
                  eps=1e-10):
         super().__init__(params, lr)
-        self.lr_decay = _check_at_least_zero("lr_decay", lr_decay)
-        self.weight_decay = _check_at_least_zero("weight_decay", weight_decay)
-        self.initial_accumulator_value = _check_at_least_zero("initial_accumulator_value", initial_accumulator_value)
-        self.eps = _check_at_least_zero("eps", eps)
+        self.lr_decay = number_at_least("lr_decay", lr_decay)
+        self.weight_decay = number_at_least("weight_decay", weight_decay)
+        self.initial_accumulator_value = number_at_least("initial_accumulator_value", initial_accumulator_value)
+        self.eps = number_at_least("eps", eps)
 
     def _grad_kind_error(self, sparse):
         if sparse and self.weight_decay:
@@ -307,7 +294,7 @@ class SparseAdam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8):
         super().__init__(params, lr)
         self.betas = _check_betas(betas)
-        self.eps = _check_at_least_zero("eps", eps)
+        self.eps = number_at_least("eps", eps)
 
     def _grad_kind_error(self, sparse):
         if not sparse:

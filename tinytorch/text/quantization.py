@@ -15,6 +15,7 @@ import numpy as np
 
 from ..core.layers import Module
 from ..core.tensor import Tensor
+from ..core.validation import is_int, one_of
 from .embeddings import Embedding, as_token_ids
 from .memory import EMBEDDING_MODELS
 
@@ -27,15 +28,10 @@ QPARAM_BYTES_PER_ROW = 8  # int8/int4 rows also store a float32 scale and a floa
 SERVING_MODELS = {name: EMBEDDING_MODELS[name] for name in ("GPT-2 small", "GPT-3 175B")}
 
 
-def _check_dtype(dtype):
-    if dtype not in SERVING_DTYPES:
-        raise ValueError(f"unknown dtype {dtype!r}; choose one of {', '.join(map(repr, SERVING_DTYPES))}")
-
-
 def bytes_per_token(embedding_dim, dtype="float32"):
     "Bytes a lookup reads per token: one stored row of `embedding_dim` values in `dtype` (with its scale and offset for int8/int4)."
-    _check_dtype(dtype)
-    if isinstance(embedding_dim, bool) or not isinstance(embedding_dim, (int, np.integer)) or embedding_dim <= 0:
+    one_of("dtype", dtype, SERVING_DTYPES)
+    if not is_int(embedding_dim) or embedding_dim <= 0:
         raise ValueError(f"embedding_dim must be a positive int; got {embedding_dim!r}")
     codes = math.ceil(embedding_dim * BITS_PER_VALUE[dtype] / 8)
     return codes + (QPARAM_BYTES_PER_ROW if dtype in ("int8", "int4") else 0)
@@ -43,7 +39,7 @@ def bytes_per_token(embedding_dim, dtype="float32"):
 
 def table_bytes(vocab_size, embedding_dim, dtype="float32"):
     "Bytes of a (vocab_size, embedding_dim) table stored as `dtype` (one of `SERVING_DTYPES`)."
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, (int, np.integer)) or vocab_size <= 0:
+    if not is_int(vocab_size) or vocab_size <= 0:
         raise ValueError(f"vocab_size must be a positive int; got {vocab_size!r}")
     return int(vocab_size) * bytes_per_token(embedding_dim, dtype)
 
@@ -66,7 +62,7 @@ _ROWS_PER_BLOCK = 2048
 
 
 def _check_bits(bits):
-    if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or bits not in QUANTIZATION_BITS:
+    if not is_int(bits) or bits not in QUANTIZATION_BITS:
         raise ValueError(f"bits={bits!r} is not supported; choose one of {', '.join(map(str, QUANTIZATION_BITS))}")
     return int(bits)
 
