@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import sys
 
-_EMOJI = {"ok": "\u2705", "fail": "\u274c", "warn": "\u26a0\ufe0f ", "info": "\u2022"}
-_ASCII = {"ok": "[OK]", "fail": "[FAIL]", "warn": "[WARN]", "info": "-"}
+_EMOJI = {"ok": "\u2705", "fail": "\u274c", "warn": "\u26a0\ufe0f ", "info": "\u2022", "plus_minus": "\u00b1"}
+_ASCII = {"ok": "[OK]", "fail": "[FAIL]", "warn": "[WARN]", "info": "-", "plus_minus": "+/-"}
 
 
 def _stdout_encoding() -> str:

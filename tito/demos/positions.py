@@ -20,6 +20,7 @@ import numpy as np  # noqa: E402
 
 from tinytorch.models.positions import (SCHEMES, PositionExperiment, position_experiment,  # noqa: E402
                                         tying_experiment)
+from tito import ui  # noqa: E402
 from tito.demos.gpt import EXIT_OK, EXIT_USAGE, PLOT_HINT, ProgressBar, _number, _Parser  # noqa: E402
 
 DEFAULT_OUT = "demo_output"
@@ -49,7 +50,7 @@ def build_parser():
     add("--lr", metavar="LR", type=_number(float, 1e-6, 1.0), default=3e-3, help="peak AdamW learning rate (default: 0.003)")
     add("--seed", metavar="S", type=_number(int, 0), default=0, help="first random seed (default: 0)")
     add("--seeds", metavar="N", type=_number(int, 1, 20), default=1,
-        help="repeat with seeds S, S+1, ..., report mean ± standard deviation (default: 1)")
+        help="repeat with seeds S, S+1, ..., report mean +/- standard deviation (default: 1)")
     add("--out", metavar="DIR", default=DEFAULT_OUT, help=f"folder for the JSON and PNG (default: ./{DEFAULT_OUT})")
     return parser
 
@@ -86,8 +87,8 @@ def _cell(row, key, seeds):
     if mean is None:
         return "-"
     if key.startswith("accuracy"):
-        return f"{100 * mean:.1f}%" + (f" ± {100 * spread:.1f}" if seeds > 1 else "")
-    return f"{mean:.3f}" + (f" ± {spread:.3f}" if seeds > 1 else "")
+        return f"{100 * mean:.1f}%" + (f" {ui.mark('plus_minus')} {100 * spread:.1f}" if seeds > 1 else "")
+    return f"{mean:.3f}" + (f" {ui.mark('plus_minus')} {spread:.3f}" if seeds > 1 else "")
 
 
 def format_table(result, new_only=False):
@@ -208,7 +209,7 @@ def run_tying(args, setup, out):
         summary[name] = stats
 
         def show(pair, digits=3):
-            return f"{pair[0]:.{digits}f}" + (f" ± {pair[1]:.{digits}f}" if len(seeds) > 1 else "")
+            return f"{pair[0]:.{digits}f}" + (f" {ui.mark('plus_minus')} {pair[1]:.{digits}f}" if len(seeds) > 1 else "")
         grads = " / ".join(show(stats[k]) for k in ("table_grad_first", "table_grad_last", "table_grad_max"))
         print(f"{name:7} {stats['parameters']:>10,}  {show(stats['final_train_loss']):>16}  "
               f"{show(stats['final_eval_loss']):>15}  {grads:>44}")
@@ -261,7 +262,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
           f"{setup.steps} steps of {setup.batch_size} sequences, AdamW peak lr {setup.lr}, seeds {seeds}")
     progress = _Runs(len(SCHEMES) * len(seeds), setup.steps)
     result = position_experiment(setup, SCHEMES, seeds, on_run=progress.start, on_step=progress.step)
-    spread = " (mean ± standard deviation over seeds)" if len(seeds) > 1 else ""
+    spread = f" (mean {ui.mark('plus_minus')} standard deviation over seeds)" if len(seeds) > 1 else ""
     print(f"\nloss (nats) / accuracy on the predictable tokens, by evaluation length{spread}; "
           f"chance loss {result['chance_loss']:.3f}")
     print("\n".join(format_table(result)))
