@@ -23,11 +23,11 @@ import numpy as np  # noqa: E402  (after the thread setting above)
 from tinytorch.models import TransformerConfig, TransformerLM, train_language_model  # noqa: E402
 from tinytorch.text.corpus import load_corpus  # noqa: E402
 from tinytorch.text.tokenization import CharTokenizer  # noqa: E402
+from tito.demos.embeddings import plot_hint  # noqa: E402  (spelt for this Python: .venv/bin/pip ...)
 
 EXIT_OK, EXIT_USAGE = 0, 2
 DEFAULT_OUT = "demo_output"
 PLOT_FILE = "gpt_loss.png"
-PLOT_HINT = 'the PNG needs matplotlib: pip install -e ".[plot]"  (or: pip install matplotlib)'
 
 
 class _Parser(argparse.ArgumentParser):
@@ -183,7 +183,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         save_loss_plot(run, path)
     except ImportError:
-        print(f"\nPNG skipped: {PLOT_HINT}")
+        print(f"\nPNG skipped: {plot_hint()}")
     except OSError as error:
         print(f"{parser.prog}: error: could not write {path}: {error}", file=sys.stderr)
         return EXIT_USAGE

@@ -21,7 +21,8 @@ import numpy as np  # noqa: E402
 from tinytorch.models.positions import (SCHEMES, PositionExperiment, position_experiment,  # noqa: E402
                                         tying_experiment)
 from tito import ui  # noqa: E402
-from tito.demos.gpt import EXIT_OK, EXIT_USAGE, PLOT_HINT, ProgressBar, _number, _Parser  # noqa: E402
+from tito.demos.embeddings import plot_hint  # noqa: E402
+from tito.demos.gpt import EXIT_OK, EXIT_USAGE, ProgressBar, _number, _Parser  # noqa: E402
 
 DEFAULT_OUT = "demo_output"
 JSON_FILE, PLOT_FILE = "positions.json", "positions_loss.png"
@@ -175,7 +176,7 @@ def _plot(saver, data, path):
     try:
         saver(data, path)
     except ImportError:
-        print(f"PNG skipped: {PLOT_HINT}")
+        print(f"PNG skipped: {plot_hint()}")
     else:
         print(f"wrote {path}")
 
