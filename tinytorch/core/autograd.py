@@ -196,9 +196,13 @@ def topological_order(root):
 
 
 def accumulate(total, grad):
-    "Add two gradients without modifying either (either may be dense or row-sparse)."
+    """Add two gradients without modifying either (either may be dense or row-sparse).
+
+    A read-only array (the caller's gradient as `Tensor.backward` passes it on, or a broadcast view) is
+    copied before it is kept, so a `.grad` is always an array of its own that may be changed in place.
+    """
     if total is None:
-        return grad
+        return grad.copy() if isinstance(grad, np.ndarray) and not grad.flags.writeable else grad
     return total + grad
 
 
@@ -308,16 +312,16 @@ def segment_sum(ids, values):
     2. Start `sums` as each run's first row.
     3. Long runs (>= LONG_RUN rows, e.g. a very common token): their rows are contiguous once sorted, so one
        `.sum(axis=0)` each.
-    4. Short repeated runs: a tournament on their rows. With `offset` = a row's position inside its run, for
-       step = 1, 2, 4, ... every row whose offset is a multiple of `2 * step` adds in the row `step` further on,
-       if that row is in the same run. The first row of each run then holds the run's sum.
+    4. Short repeated runs, in layers: for k = 1, 2, ... add the k-th row of every run longer than k into its sum
+       (`sums[runs] += rows`: the runs are distinct, so the fancy `+=` is exact). Each run is summed in order.
 
     EXAMPLE:
     ids [3, 1, 3, 0, 3], rows v0..v4 -> ids [0, 1, 3], sums [v3, v1, v0 + v2 + v4]
 
     HINTS:
     - Never `out[ids] += values`: NumPy applies only one of the additions for a repeated index.
-    - Each tournament round is one vectorised `+=` on distinct rows, so the result is exact and deterministic.
+    - Each layer is one vectorised `+=` on distinct rows, so the result is exact and deterministic; there are
+      fewer than LONG_RUN layers, since longer runs were summed in step 3.
     """
     ids, values = np.asarray(ids).reshape(-1), np.asarray(values)
     if values.shape[:1] != ids.shape:
@@ -332,34 +336,36 @@ def segment_sum(ids, values):
     sums = gather_rows(values, order[starts])                      # each run's first row
     for run in np.flatnonzero(lengths >= LONG_RUN):                # a few long runs: one contiguous sum each
         sums[run] = np.take(values, order[starts[run]:starts[run] + lengths[run]], axis=0).sum(axis=0)
-    short_runs = np.flatnonzero((lengths > 1) & (lengths < LONG_RUN))
-    if len(short_runs):                                             # many short runs: a tournament
-        short_lengths = lengths[short_runs]
-        rows = np.take(values, order[np.repeat((lengths > 1) & (lengths < LONG_RUN), lengths)], axis=0)
-        first = np.concatenate(([0], np.cumsum(short_lengths)[:-1]))
-        offset = np.arange(len(rows)) - np.repeat(first, short_lengths)    # position of each row inside its run
-        run_length = np.repeat(short_lengths, short_lengths)
-        step = 1
-        while step < short_lengths.max():                          # row k absorbs row k + step
-            absorbing = np.flatnonzero((offset % (2 * step) == 0) & (offset + step < run_length))
-            rows[absorbing] += rows[absorbing + step]
-            step *= 2
-        sums[short_runs] = rows[first]
+    runs = np.flatnonzero((lengths > 1) & (lengths < LONG_RUN))     # many short runs: in layers
+    for k in range(1, LONG_RUN):
+        runs = runs[lengths[runs] > k]                              # the runs that have a k-th row
+        if not len(runs):
+            break
+        sums[runs] += gather_rows(values, order[starts[runs] + k])
     return sorted_ids[starts], sums
     ### END SOLUTION
 
 # %% ../../modules/05_autograd/autograd_dev.ipynb #73f476fd
 class RowSparseGrad:
-    "Gradient of a 2-D table that is non-zero only on some rows: `indices (u,)` unique sorted, `values (u, d)`."
+    """Gradient of a 2-D table that is non-zero only on some rows: `indices (u,)` unique sorted, `values (u, d)`.
+
+    Two ways to make one:
+    - `RowSparseGrad(indices, values, shape)` from rows already summed (unique, sorted `indices`);
+    - `RowSparseGrad.from_rows(ids, rows, shape)` from one gradient row per looked-up id, what an
+      embedding's backward has. Only the ids that repeat are summed there; a row seen once stays in
+      `rows`, and `.values` is built the first time something reads it. Optimisers never need it:
+      `for_row_blocks` hands them the rows in blocks, read straight from where they are.
+    Either way the gradient means the same and every reader gets the same numbers, bit for bit.
+    """
 
     __array_ufunc__ = None  # so `ndarray + RowSparseGrad` calls our __radd__ instead of broadcasting
 
     def __init__(self, indices, values, shape):
         self.indices = np.asarray(indices, dtype=np.int64)
-        self.values = np.asarray(values)
+        self._values, self._parts = np.asarray(values), None
         self.shape = tuple(shape)
-        if self.values.shape != (len(self.indices),) + self.shape[1:]:
-            raise ValueError(f"RowSparseGrad values have shape {self.values.shape}, expected "
+        if self._values.shape != (len(self.indices),) + self.shape[1:]:
+            raise ValueError(f"RowSparseGrad values have shape {self._values.shape}, expected "
                              f"{(len(self.indices),) + self.shape[1:]} for {len(self.indices)} rows of {self.shape}")
         if len(self.indices) and (np.any(self.indices[1:] <= self.indices[:-1]) or self.indices[0] < 0
                                   or self.indices[-1] >= self.shape[0]):
@@ -367,14 +373,80 @@ class RowSparseGrad:
                              f"{self.indices[:8].tolist()}{'...' if len(self.indices) > 8 else ''} "
                              f"(segment_sum gives such indices)")
 
+    @classmethod
+    def from_rows(cls, ids, rows, shape):
+        """The gradient of `table[ids]` for a table of `shape` (V, d), given its gradient `rows` (n, d), ids (n,).
+
+        Row v is the sum of `rows[k]` over the k with `ids[k] == v`. Sort the ids (stable); ids seen once keep
+        their row where it is (a position into `rows`); only the repeated ids' rows are gathered and summed
+        (`segment_sum`). With few repeats (uniform ids over a large vocabulary) little of `rows` is copied.
+
+        Like PyTorch's sparse embedding gradient, the result refers to `rows` until `.values` is read: change
+        `rows` in place before the optimiser step and the step sees the change.
+        """
+        ids, rows, shape = np.asarray(ids).reshape(-1), np.asarray(rows), tuple(shape)
+        if rows.shape != ids.shape + shape[1:]:
+            raise ValueError(f"from_rows needs one gradient row per id: {len(ids)} ids, rows of shape {rows.shape}, "
+                             f"table of shape {shape}")
+        order = np.argsort(ids, kind="stable")
+        sorted_ids = ids[order]
+        run_starts = np.flatnonzero(np.concatenate(([True], sorted_ids[1:] != sorted_ids[:-1]))) if len(ids) else order
+        counts = np.diff(np.append(run_starts, len(ids)))                  # (u,) how often each id occurs
+        grad = cls(sorted_ids[run_starts], np.broadcast_to(np.zeros((), rows.dtype), (len(run_starts),) + shape[1:]),
+                   shape)                                                 # checks the ids; values come below
+        repeated = np.flatnonzero(counts > 1)                             # slots of the ids seen more than once
+        in_repeated = order[np.repeat(counts > 1, counts)]                # their positions, grouped by id
+        _, sums = segment_sum(sorted_ids[np.repeat(counts > 1, counts)], np.take(rows, in_repeated, axis=0))
+        once = np.flatnonzero(counts == 1)
+        grad._values = None
+        grad._parts = [(grad.indices[once], rows, order[run_starts[once]]),   # read from `rows` at these positions
+                       (grad.indices[repeated], sums, None)]                # already summed
+        grad._dtype, grad._first, grad._repeated = rows.dtype, order[run_starts], repeated
+        return grad
+
+    @property
+    def values(self):
+        "The (u, d) summed rows, aligned with `indices`; built on first read when made by `from_rows`."
+        if self._values is None:
+            (_, rows, _), (_, sums, _) = self._parts
+            values = gather_rows(rows, self._first)                       # each id's first row ...
+            values[self._repeated] = sums                                 # ... replaced by the sum where it repeats
+            self._values, self._parts = values, None                      # from now on `values` is the gradient
+        return self._values
+
     @property
     def dtype(self):
-        return self.values.dtype
+        return self._dtype if self._values is None else self._values.dtype
+
+    def for_row_blocks(self, update_block, block_rows=128):
+        """Call `update_block(rows, values)` on blocks of at most `block_rows` rows, covering every row once.
+
+        Blocks never share a row, so `update_block` may update a table in place at `rows`; they are shared
+        out over the cores. Rows seen once are gathered from where `from_rows` left them, a block at a time.
+        `values` is a scratch copy, reused for the next block: `update_block` may overwrite it, not keep it.
+        """
+        parts = [(self.indices, self._values, None)] if self._values is not None else self._parts
+        for rows, source, positions in parts:
+            def update_range(start, stop):
+                scratch = np.empty((min(block_rows, stop - start),) + self.shape[1:], self.dtype)  # one per core
+                for block in range(start, stop, block_rows):
+                    block = slice(block, min(block + block_rows, stop))
+                    values = scratch[:block.stop - block.start]
+                    if positions is None:
+                        np.copyto(values, source[block])
+                    else:
+                        np.take(source, positions[block], axis=0, out=values, mode="clip")   # positions are valid
+                    update_block(rows[block], values)
+            row_bytes = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
+            parallel_rows(len(rows), update_range, len(rows) * row_bytes)
 
     def to_dense(self):
         "The full (V, d) array, zeros where no row was touched."
-        dense = np.zeros(self.shape, dtype=self.values.dtype)
-        dense[self.indices] = self.values
+        dense = np.zeros(self.shape, dtype=self.dtype)
+
+        def put(rows, values):
+            dense[rows] = values
+        self.for_row_blocks(put)
         return dense
 
     def __add__(self, other):
@@ -388,14 +460,17 @@ class RowSparseGrad:
         if other.shape != self.shape:
             raise ValueError(f"cannot add RowSparseGrad of shape {self.shape} to an array of shape {other.shape}")
         dense = other.copy()
-        dense[self.indices] += self.values    # indices are unique, so += is exact here
+
+        def add(rows, values):
+            dense[rows] += values             # rows are unique, so += is exact here
+        self.for_row_blocks(add)
         return dense
 
     __radd__ = __add__
 
     def __repr__(self):
         return (f"RowSparseGrad(shape={self.shape}, rows={len(self.indices)}, "
-                f"dtype={self.values.dtype}, indices={self.indices[:8].tolist()}{'...' if len(self.indices) > 8 else ''})")
+                f"dtype={self.dtype}, indices={self.indices[:8].tolist()}{'...' if len(self.indices) > 8 else ''})")
 
 # %% ../../modules/05_autograd/autograd_dev.ipynb #8036de7f
 class GradcheckError(AssertionError):

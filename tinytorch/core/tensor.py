@@ -132,10 +132,12 @@ class Tensor:
                                  f"gradient=np.ones({self.shape}) with the shape {self.shape}")
             gradient = np.ones(self.shape, dtype=self.dtype)
         else:
-            gradient = np.array(gradient.data if isinstance(gradient, Tensor) else gradient, dtype=self.dtype)
+            gradient = np.asarray(gradient.data if isinstance(gradient, Tensor) else gradient, dtype=self.dtype)
             if gradient.shape != self.shape:
                 raise ValueError(f"gradient has shape {gradient.shape} but the tensor has shape {self.shape}; "
                                  f"they must match")
+            gradient = gradient.view()             # the caller's array, not copied (25 MB for a GPT-2 batch),
+            gradient.flags.writeable = False       # seen read-only: `accumulate` copies it before a .grad keeps it
         backward(self, gradient)
 
     # Operators and methods. Each is one line that calls an op (a Function) defined in the

@@ -8,7 +8,7 @@ __all__ = ['BAG_MODES', 'EmbeddingBagBackward', 'embedding_bag', 'bag_lookup', '
 # %% ../../modules/11_embeddings/bag_dev.ipynb #c0ba9003
 import numpy as np
 
-from ..core.autograd import Function, segment_sum
+from ..core.autograd import Function
 from ..core.tensor import Tensor
 from ..core.validation import flag, one_of, size
 from .embeddings import SHOWN, Table, as_token_ids, padding_index, table_grad
@@ -77,7 +77,7 @@ class EmbeddingBagBackward(Function):
     `positions` (k,) are the flat positions that count (in a bag, not padding), `bags` (k,) their bag, non-decreasing.
     sum: Σ w_p·weight[ids[p]]; mean: Σ weight[ids[p]] / count; max: per column the largest value, a tie going
     to the first position. Backward: each position's share of its bag's gradient (w_p·grad[b], grad[b] / count,
-    or grad[b, j] in the columns j it won), summed per id by `segment_sum`; dL/dw_p = weight[ids[p]] · grad[b].
+    or grad[b, j] in the columns j it won), summed per id by `table_grad`; dL/dw_p = weight[ids[p]] · grad[b].
     """
 
     @staticmethod
@@ -114,7 +114,7 @@ class EmbeddingBagBackward(Function):
         1. Give each counted position p (k of them) its share of its bag's gradient, a (k, d) array:
            sum: grad[bags[p]] · scale[p] (scale is None without weights); mean: grad[bags[p]] / its bag's count
            (`np.repeat(counts, counts)`); max: zeros except grad[present[b], j] at (winners[b, j], j).
-        2. `rows, sums = segment_sum(ids, share)`, then `table_grad(rows, sums, (V, d), dtype, sparse)`.
+        2. `table_grad(ids, share, (V, d), dtype, sparse)` sums the shares per id.
         3. Per-sample weights: dL/dw_p = weight[ids[p]] · grad[bags[p]] (one dot product per position) at
            `positions`, 0 at the positions that did not count (padding): a vector as long as the weights (n).
 
@@ -135,7 +135,7 @@ class EmbeddingBagBackward(Function):
                 share = share / np.repeat(counts, counts)[:, None].astype(grad.dtype)
             if scale is not None:
                 share = share * scale[:, None]
-        weight_grad = table_grad(*segment_sum(ids, share), (vocab_size, dim), dtype, sparse)
+        weight_grad = table_grad(ids, share, (vocab_size, dim), dtype, sparse)
         if scale is None:
             return (weight_grad,)
         grad_per_sample = np.zeros(n, dtype=grad.dtype)                          # padding positions get 0

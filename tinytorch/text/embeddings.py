@@ -36,31 +36,28 @@ def padding_index(padding_idx, vocab_size):
     return index_or_none("padding_idx", padding_idx, vocab_size, "a vocabulary")
 
 # %% ../../modules/11_embeddings/embeddings_dev.ipynb #b3c1a002
-def table_grad(rows, sums, shape, dtype, sparse):
-    """The gradient of a (V, d) table from unique `rows` (u,) and their summed gradients `sums` (u, d).
+def table_grad(ids, rows, shape, dtype, sparse):
+    """The gradient of a (V, d) table read at `ids` (n,), given one gradient row per id: `rows` (n, d).
 
     Every gather-style backward (`EmbeddingBackward`, `EmbeddingBagBackward`) ends here.
 
-    TODO: return a `RowSparseGrad` of those rows when `sparse`, else a dense (V, d) array, in `dtype`.
+    TODO: sum the rows of each id; return a `RowSparseGrad` when `sparse`, else a dense (V, d) array, in `dtype`.
 
     APPROACH:
-    1. `sums = sums.astype(dtype, copy=False)`: the gradient has the table's dtype.
-    2. sparse: `RowSparseGrad(rows, sums, shape)`.
-    3. dense: `np.zeros(shape, dtype)`, then `dense[rows] = sums`.
+    1. `rows = rows.astype(dtype, copy=False)`: the gradient has the table's dtype.
+    2. `grad = RowSparseGrad.from_rows(ids, rows, shape)`: row v is the sum of the rows whose id is v
+       (module 05: only repeated ids are added up; the others are read from `rows` when used).
+    3. sparse: return `grad`; dense: `grad.to_dense()`.
 
     EXAMPLE:
-    rows [0, 2], sums [[1, 1], [5, 5]], shape (3, 2), dense -> [[1, 1], [0, 0], [5, 5]]
+    ids [0, 2, 2], rows [[1, 1], [2, 2], [3, 3]], shape (3, 2), dense -> [[1, 1], [0, 0], [5, 5]]
 
     HINTS:
-    - `rows` are unique (segment_sum made them so), so the fancy assignment `dense[rows] = sums` is exact.
+    - Never `dense[ids] += rows`: with repeated ids NumPy applies only one of the additions.
     """
     ### BEGIN SOLUTION
-    sums = sums.astype(dtype, copy=False)
-    if sparse:
-        return RowSparseGrad(rows, sums, shape)
-    dense = np.zeros(shape, dtype=dtype)
-    dense[rows] = sums
-    return dense
+    grad = RowSparseGrad.from_rows(ids, rows.astype(dtype, copy=False), shape)
+    return grad if sparse else grad.to_dense()
     ### END SOLUTION
 
 # %% ../../modules/11_embeddings/embeddings_dev.ipynb #df339886
@@ -101,10 +98,11 @@ class EmbeddingBackward(Function):
         TODO: return a one-element tuple holding the gradient of `weight`.
 
         APPROACH:
-        1. `rows, sums = segment_sum(ids.reshape(-1), grad.reshape(-1, d))`: unique ids (u,), sums (u, d).
-        2. If `scale_grad_by_freq`, divide each row by how often its id occurred (`np.unique(..., return_counts=True)`).
-        3. Drop the `padding_idx` row, if any.
-        4. `table_grad(rows, sums, (V, d), dtype, sparse)` makes it dense or row-sparse.
+        1. Flatten: `ids.reshape(-1)` (n,) and `grad.reshape(-1, d)` (n, d), one gradient row per position.
+        2. Drop the positions whose id is `padding_idx`, if any.
+        3. If `scale_grad_by_freq`, divide each row by how often its id occurs
+           (`np.unique(..., return_inverse=True, return_counts=True)`).
+        4. `table_grad(ids, rows, (V, d), dtype, sparse)` sums the rows per id, dense or row-sparse.
 
         EXAMPLE:
         ids [[0, 1, 1, 2]], padding_idx 0, grad all ones (1, 4, d) -> dL/dweight rows [0, 2, 1, 0, 0] (× ones(d))
@@ -114,15 +112,14 @@ class EmbeddingBackward(Function):
         """
         ### BEGIN SOLUTION
         ids, (vocab_size, dim), dtype, padding_idx, scale_grad_by_freq, sparse = ctx.saved
-        flat_ids = ids.reshape(-1)                                            # (n,)
-        rows, sums = segment_sum(flat_ids, grad.reshape(-1, dim))             # (u,), (u, d)
-        if scale_grad_by_freq:
-            counts = np.unique(flat_ids, return_counts=True)[1]               # aligned with the sorted `rows`
-            sums = sums / counts[:, None].astype(sums.dtype)
+        ids, rows = ids.reshape(-1), grad.reshape(-1, dim)                    # (n,), (n, d)
         if padding_idx is not None:
-            keep = rows != padding_idx
-            rows, sums = rows[keep], sums[keep]
-        return (table_grad(rows, sums, (vocab_size, dim), dtype, sparse),)
+            keep = ids != padding_idx
+            ids, rows = ids[keep], rows[keep]
+        if scale_grad_by_freq:
+            _, which, counts = np.unique(ids, return_inverse=True, return_counts=True)
+            rows = rows / counts[which, None].astype(rows.dtype)              # each row / its id's count
+        return (table_grad(ids, rows, (vocab_size, dim), dtype, sparse),)
         ### END SOLUTION
 
 # %% ../../modules/11_embeddings/embeddings_dev.ipynb #a4400502
