@@ -362,7 +362,7 @@ class RowSparseGrad:
 
     def __init__(self, indices, values, shape):
         self.indices = np.asarray(indices, dtype=np.int64)
-        self._values, self._parts = np.asarray(values), None
+        self._values = np.asarray(values)
         self.shape = tuple(shape)
         if self._values.shape != (len(self.indices),) + self.shape[1:]:
             raise ValueError(f"RowSparseGrad values have shape {self._values.shape}, expected "
@@ -381,8 +381,9 @@ class RowSparseGrad:
         their row where it is (a position into `rows`); only the repeated ids' rows are gathered and summed
         (`segment_sum`). With few repeats (uniform ids over a large vocabulary) little of `rows` is copied.
 
-        Like PyTorch's sparse embedding gradient, the result refers to `rows` until `.values` is read: change
-        `rows` in place before the optimiser step and the step sees the change.
+        Like PyTorch's sparse embedding gradient, the result refers to `rows` rather than copying them, and
+        reads them when first used (`.values`, `to_dense`, an optimiser step): do not change `rows` in place
+        while the gradient is in use.
         """
         ids, rows, shape = np.asarray(ids).reshape(-1), np.asarray(rows), tuple(shape)
         if rows.shape != ids.shape + shape[1:]:
@@ -394,24 +395,31 @@ class RowSparseGrad:
         counts = np.diff(np.append(run_starts, len(ids)))                  # (u,) how often each id occurs
         grad = cls(sorted_ids[run_starts], np.broadcast_to(np.zeros((), rows.dtype), (len(run_starts),) + shape[1:]),
                    shape)                                                 # checks the ids; values come below
-        repeated = np.flatnonzero(counts > 1)                             # slots of the ids seen more than once
-        in_repeated = order[np.repeat(counts > 1, counts)]                # their positions, grouped by id
-        _, sums = segment_sum(sorted_ids[np.repeat(counts > 1, counts)], np.take(rows, in_repeated, axis=0))
-        once = np.flatnonzero(counts == 1)
-        grad._values = None
-        grad._parts = [(grad.indices[once], rows, order[run_starts[once]]),   # read from `rows` at these positions
-                       (grad.indices[repeated], sums, None)]                # already summed
-        grad._dtype, grad._first, grad._repeated = rows.dtype, order[run_starts], repeated
+        repeated, once = np.flatnonzero(counts > 1), np.flatnonzero(counts == 1)   # slots of the ids
+        in_repeated = np.repeat(counts > 1, counts)                       # sorted positions of repeated ids
+        grad._values, grad._dtype, grad._first, grad._repeated = None, rows.dtype, order[run_starts], repeated
+        grad._once = (grad.indices[once], rows, order[run_starts[once]])  # read from `rows` at these positions
+        grad._to_sum = (sorted_ids[in_repeated], rows, order[in_repeated])   # summed when first needed
         return grad
+
+    def _parts(self):
+        "The rows as (row ids, source, positions in source or None): read in place, or summed (once, on first use)."
+        if self._values is not None:
+            return [(self.indices, self._values, None)]
+        if self._to_sum is not None:
+            ids, rows, positions = self._to_sum
+            self._sums, self._to_sum = segment_sum(ids, np.take(rows, positions, axis=0))[1], None
+        return [self._once, (self.indices[self._repeated], self._sums, None)]
 
     @property
     def values(self):
         "The (u, d) summed rows, aligned with `indices`; built on first read when made by `from_rows`."
         if self._values is None:
-            (_, rows, _), (_, sums, _) = self._parts
+            (_, rows, _), (_, sums, _) = self._parts()
             values = gather_rows(rows, self._first)                       # each id's first row ...
             values[self._repeated] = sums                                 # ... replaced by the sum where it repeats
-            self._values, self._parts = values, None                      # from now on `values` is the gradient
+            self._values = values                                         # from now on `values` is the gradient
+            self._once = self._sums = self._first = None
         return self._values
 
     @property
@@ -425,8 +433,7 @@ class RowSparseGrad:
         out over the cores. Rows seen once are gathered from where `from_rows` left them, a block at a time.
         `values` is a scratch copy, reused for the next block: `update_block` may overwrite it, not keep it.
         """
-        parts = [(self.indices, self._values, None)] if self._values is not None else self._parts
-        for rows, source, positions in parts:
+        for rows, source, positions in self._parts():
             def update_range(start, stop):
                 scratch = np.empty((min(block_rows, stop - start),) + self.shape[1:], self.dtype)  # one per core
                 for block in range(start, stop, block_rows):
