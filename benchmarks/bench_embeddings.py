@@ -27,10 +27,7 @@ import numpy as np
 from tinytorch.core.optimizers import SGD, Adam, SparseAdam
 from tinytorch.text.embeddings import Embedding
 
-try:
-    import torch
-except ImportError:
-    torch = None
+from _torch_reference import torch, torch_text
 
 GPT2 = dict(name="GPT-2 (50257x768, 8x1024 ids)", key="gpt2", vocab_size=50257, dim=768, batch=8, seq=1024)
 SMALL = dict(name="small (10000x256, 32x128 ids)", key="small", vocab_size=10000, dim=256, batch=32, seq=128)
@@ -267,7 +264,7 @@ def main(argv=None):
                         help="rounds per row (dense Adam rows: a third of them); each implementation's best is kept")
     args = parser.parse_args(argv)
     rng = np.random.default_rng(0)
-    print(f"numpy {np.__version__}; torch {torch.__version__ + f' ({torch.get_num_threads()} threads)' if torch else 'not installed (pip install torch==2.13.0 adds its column)'}")
+    print(f"numpy {np.__version__}; torch {torch_text()}")
     # The vocabulary-size rows first: their 1,000,000-row tables are freed (and returned to the OS) before
     # the comparisons start, whose PyTorch column keeps its allocator's memory; printed in the usual order.
     # --small keeps its 1,000,000-row table at 64 MB (d=16; the step briefly holds two copies), so the

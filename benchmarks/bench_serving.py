@@ -24,10 +24,7 @@ from tinytorch.text.embeddings import Embedding
 from tinytorch.text.quantization import (QuantizedEmbedding, best_seconds, bytes_per_token, memcpy_bandwidth,
                                          table_bytes)
 
-try:
-    import torch
-except ImportError:
-    torch = None
+from _torch_reference import torch, torch_text
 
 GPT2 = dict(name="GPT-2 (50257x768, 8x1024 ids, 1024 bags)", vocab_size=50257, dim=768, tokens=8 * 1024, bags=1024)
 SMALL = dict(name="small (10000x256, 2x1024 ids, 256 bags)", vocab_size=10000, dim=256, tokens=2 * 1024, bags=256)
@@ -163,8 +160,7 @@ def main(argv=None):
     ids = rng.integers(0, config["vocab_size"], config["tokens"])
     offsets = random_offsets(config["tokens"], config["bags"], rng)
 
-    threads = f" ({torch.get_num_threads()} threads)" if torch else ""
-    print(f"numpy {np.__version__}; torch {torch.__version__ + threads if torch else 'not installed (pip install torch==2.13.0 adds its columns)'}")
+    print(f"numpy {np.__version__}; torch {torch_text('not installed (pip install torch==2.13.0 adds its columns)')}")
     bandwidth = memcpy_bandwidth(repeat=args.repeat)
     print(f"memcpy bandwidth: {bandwidth / 1e9:.1f} GB/s (np.copyto of 256 MB; bytes copied / time)")
 

@@ -21,11 +21,10 @@ import numpy as np
 from tinytorch.core.optimizers import AdamW
 from tinytorch.models import TransformerConfig, TransformerLM, config_to_hf, to_hf
 
-try:
-    import torch
-    import transformers
-except ImportError:
-    torch = transformers = None
+from _torch_reference import torch, torch_text, transformers
+
+if transformers is None:
+    torch = None                 # the PyTorch column needs both (Hugging Face's GPT-2 on torch)
 
 FULL = dict(name="GPT-2 arch, 4 blocks x 256 wide, V=8192, batch 4x128", vocab_size=8192, d_model=256, num_layers=4,
             num_heads=8, max_seq_len=256, batch=4, seq=128)
@@ -99,7 +98,7 @@ def main(argv=None):
     if torch is not None:
         runners["PyTorch"] = torch_runners(model, ids)        # same initial weights (to_hf before any step)
         same = np.array_equal(runners["tinytorch"][1](), runners["PyTorch"][1]())
-        print(f"transformers {transformers.__version__}, torch {torch.__version__} ({torch.get_num_threads()} threads); "
+        print(f"transformers {transformers.__version__}, torch {torch_text()}; "
               f"greedy tokens identical before timing: {same}")
     else:
         print("PyTorch column skipped: pip install torch==2.13.0 transformers")

@@ -455,3 +455,35 @@ def test_segment_sum_mixes_long_runs_short_runs_and_singletons_exactly():
     np.testing.assert_array_equal(sums, reference[unique_ids])
     again = segment_sum(ids, values.astype(np.float32))[1]
     np.testing.assert_array_equal(again, segment_sum(ids, values.astype(np.float32))[1])   # deterministic
+
+
+def test_segment_sum_adds_each_short_run_in_order_of_position(rng):
+    "Runs of many lengths below LONG_RUN: each sum is rows[first] + rows[second] + ... in float32, bit for bit."
+    from tinytorch.core.autograd import LONG_RUN
+    ids = np.repeat(np.arange(40), rng.integers(1, LONG_RUN, 40))     # 40 ids, each 1 to LONG_RUN-1 times
+    rng.shuffle(ids)
+    values = rng.standard_normal((len(ids), 3)).astype(np.float32)
+    unique_ids, sums = segment_sum(ids, values)
+    for v, total in zip(unique_ids, sums):
+        expected = np.zeros(3, np.float32)
+        for row in values[ids == v]:                                  # positions in increasing order
+            expected = expected + row
+        assert expected.tobytes() == total.tobytes(), f"id {v}"
+
+
+def test_segment_sum_at_reads_rows_in_place_like_a_copy(rng):
+    ids = rng.integers(0, 6, 50)
+    values = rng.standard_normal((200, 4)).astype(np.float32)
+    at = rng.choice(200, 50, replace=False)
+    rows, sums = segment_sum(ids, values, at=at)
+    copied_rows, copied_sums = segment_sum(ids, values[at])
+    np.testing.assert_array_equal(rows, copied_rows)
+    assert sums.tobytes() == copied_sums.tobytes()
+
+
+@pytest.mark.parametrize("at, message", [(np.array([0, 1]), r"3 ids, 2 positions"),
+                                         (np.array([0, 1, 5]), r"in \[0, 5\).*from 0 to 5"),
+                                         (np.array([-1, 0, 1]), r"from -1 to 1")])
+def test_segment_sum_rejects_bad_positions(at, message):
+    with pytest.raises(ValueError, match=message):
+        segment_sum(np.array([0, 1, 1]), np.zeros((5, 2)), at=at)

@@ -301,49 +301,61 @@ def gather_rows(table, ids):
 LONG_RUN = 32  # runs at least this long are summed as one contiguous block
 
 
-def segment_sum(ids, values):
+def segment_sum(ids, values, at=None):
     """Sum the rows of `values` (n, ...) that share an id in `ids` (n,): returns sorted unique ids (u,) and sums (u, ...).
+
+    `at` (n,), optional: the row of `ids[k]` is `values[at[k]]` instead of `values[k]`, so a caller can sum
+    some rows of a larger array without copying them out first (`RowSparseGrad.from_rows` does).
 
     TODO: return `(unique_ids, sums)`, every row of a repeated id added in.
 
     APPROACH:
-    1. Stable-sort the ids (`np.argsort(ids, kind="stable")`): equal ids now form runs. Find where each run starts;
-       if every run has length 1, return the sorted ids and the rows in that order.
+    1. Stable-sort the ids (`np.argsort(ids, kind="stable")`): equal ids now form runs, and `rows` (the row of
+       each sorted id) is `order`, or `at[order]`. Find where each run starts; if every run has length 1,
+       return the sorted ids and their rows.
     2. Start `sums` as each run's first row.
-    3. Long runs (>= LONG_RUN rows, e.g. a very common token): their rows are contiguous once sorted, so one
-       `.sum(axis=0)` each.
-    4. Short repeated runs, in layers: for k = 1, 2, ... add the k-th row of every run longer than k into its sum
-       (`sums[runs] += rows`: the runs are distinct, so the fancy `+=` is exact). Each run is summed in order.
+    3. Long runs (>= LONG_RUN rows, e.g. a very common token): one `.sum(axis=0)` over their rows each.
+    4. Short repeated runs, in layers, longest run first: for k = 1, 2, ... the runs with a k-th row are then
+       the first m, so `part[:m] += (their k-th rows)` is one contiguous in-place add. Each run is summed in order.
 
     EXAMPLE:
     ids [3, 1, 3, 0, 3], rows v0..v4 -> ids [0, 1, 3], sums [v3, v1, v0 + v2 + v4]
 
     HINTS:
     - Never `out[ids] += values`: NumPy applies only one of the additions for a repeated index.
-    - Each layer is one vectorised `+=` on distinct rows, so the result is exact and deterministic; there are
-      fewer than LONG_RUN layers, since longer runs were summed in step 3.
+    - `sums[runs] += rows` would be exact too (the runs are distinct), but a fancy `+=` gathers into a new
+      array, adds, and scatters back: three passes over memory. A slice `part[:m] += rows` is one.
     """
     ids, values = np.asarray(ids).reshape(-1), np.asarray(values)
-    if values.shape[:1] != ids.shape:
+    if at is None and values.shape[:1] != ids.shape:
         raise ValueError(f"segment_sum needs one row of values per id: {len(ids)} ids, values of shape {values.shape}")
+    if at is not None:
+        at = np.asarray(at).reshape(-1)
+        if at.shape != ids.shape or (len(at) and (at.min() < 0 or at.max() >= len(values))):
+            raise ValueError(f"segment_sum needs one row position per id, in [0, {len(values)}): {len(ids)} ids, "
+                             f"{len(at)} positions" + (f" from {at.min()} to {at.max()}" if len(at) else ""))
     ### BEGIN SOLUTION
     order = np.argsort(ids, kind="stable")
-    sorted_ids = ids[order]
+    sorted_ids, rows = ids[order], (order if at is None else at[order])     # (n,) each: the id and its row
     starts = np.flatnonzero(np.concatenate(([True], sorted_ids[1:] != sorted_ids[:-1]))) if len(ids) else order
     if len(starts) == len(ids):                                     # all ids distinct: nothing to add up
-        return sorted_ids, gather_rows(values, order)
-    lengths = np.diff(np.append(starts, len(ids)))
-    sums = gather_rows(values, order[starts])                      # each run's first row
-    for run in np.flatnonzero(lengths >= LONG_RUN):                # a few long runs: one contiguous sum each
-        sums[run] = np.take(values, order[starts[run]:starts[run] + lengths[run]], axis=0).sum(axis=0)
-    runs = np.flatnonzero((lengths > 1) & (lengths < LONG_RUN))     # many short runs: in layers
+        return sorted_ids, gather_rows(values, rows)
+    lengths = np.diff(np.append(starts, len(ids)))                 # (u,)
+    sums = gather_rows(values, rows[starts])                       # (u, ...) each run's first row
+    for run in np.flatnonzero(lengths >= LONG_RUN):                # a few long runs: one sum each
+        sums[run] = np.take(values, rows[starts[run]:starts[run] + lengths[run]], axis=0).sum(axis=0)
+    runs = np.flatnonzero((lengths > 1) & (lengths < LONG_RUN))     # many short runs: in layers,
+    runs = runs[np.argsort(-lengths[runs], kind="stable")]         # longest first
+    part = sums[runs]                                              # (r, ...) their sums so far
     for k in range(1, LONG_RUN):
-        runs = runs[lengths[runs] > k]                              # the runs that have a k-th row
-        if not len(runs):
+        m = np.count_nonzero(lengths[runs] > k)                    # runs[:m] have a k-th row
+        if not m:
             break
-        sums[runs] += gather_rows(values, order[starts[runs] + k])
+        part[:m] += gather_rows(values, rows[starts[runs[:m]] + k])
+    sums[runs] = part
     return sorted_ids[starts], sums
     ### END SOLUTION
+
 
 # %% ../../modules/05_autograd/autograd_dev.ipynb #73f476fd
 class RowSparseGrad:
@@ -408,7 +420,7 @@ class RowSparseGrad:
             return [(self.indices, self._values, None)]
         if self._to_sum is not None:
             ids, rows, positions = self._to_sum
-            self._sums, self._to_sum = segment_sum(ids, np.take(rows, positions, axis=0))[1], None
+            self._sums, self._to_sum = segment_sum(ids, rows, at=positions)[1], None   # no copy of the rows first
         return [self._once, (self.indices[self._repeated], self._sums, None)]
 
     @property
