@@ -45,6 +45,25 @@ def test_from_rows_sums_rows_per_id(distribution):
     assert grad.values.dtype == np.float32 and grad.dtype == np.float32
 
 
+def test_from_rows_gives_the_same_bits_for_ids_above_and_below_16_bits():
+    "Ids below 65,536 are sorted as uint16 (NumPy radix-sorts those); larger ids as they are: same order either way."
+    rng = np.random.default_rng(3)
+    ids = rng.integers(0, 300, 2000)
+    rows = rng.standard_normal((len(ids), 4)).astype(np.float32)
+    small = RowSparseGrad.from_rows(ids, rows, (300, 4))
+    large = RowSparseGrad.from_rows(ids + 70_000, rows, (70_300, 4))   # same ids, shifted past 16 bits
+    np.testing.assert_array_equal(large.indices, small.indices + 70_000)
+    assert large.values.tobytes() == small.values.tobytes()
+    np.testing.assert_allclose(small.values, reference_sum(ids, rows, 300)[small.indices], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("bad", [-1, 65_536 + 5])
+def test_from_rows_names_an_id_out_of_range(bad):
+    ids = np.array([0, 3, bad, 3])
+    with pytest.raises(ValueError, match=str(bad)):
+        RowSparseGrad.from_rows(ids, np.ones((4, 2), np.float32), (10, 2))
+
+
 def test_from_rows_every_reader_gets_the_same_bits():
     rng = np.random.default_rng(1)
     ids, rows = rng.integers(0, 50, 400), rng.standard_normal((400, 6)).astype(np.float32)

@@ -314,7 +314,8 @@ def segment_sum(ids, values, at=None):
        each sorted id) is `order`, or `at[order]`. Find where each run starts; if every run has length 1,
        return the sorted ids and their rows.
     2. Start `sums` as each run's first row.
-    3. Long runs (>= LONG_RUN rows, e.g. a very common token): one `.sum(axis=0)` over their rows each.
+    3. Long runs (>= LONG_RUN rows, e.g. a very common token): one `.sum(axis=0)` over their rows each. Runs are
+       independent, so `parallel_rows` can share them out over the cores without changing a bit.
     4. Short repeated runs, in layers, longest run first: for k = 1, 2, ... the runs with a k-th row are then
        the first m, so `part[:m] += (their k-th rows)` is one contiguous in-place add. Each run is summed in order.
 
@@ -342,8 +343,12 @@ def segment_sum(ids, values, at=None):
         return sorted_ids, gather_rows(values, rows)
     lengths = np.diff(np.append(starts, len(ids)))                 # (u,)
     sums = gather_rows(values, rows[starts])                       # (u, ...) each run's first row
-    for run in np.flatnonzero(lengths >= LONG_RUN):                # a few long runs: one sum each
-        sums[run] = np.take(values, rows[starts[run]:starts[run] + lengths[run]], axis=0).sum(axis=0)
+    long = np.flatnonzero(lengths >= LONG_RUN)                     # a few long runs: one sum each,
+
+    def sum_long_runs(first, last):                                # the runs shared out over the cores
+        for run in long[first:last]:
+            sums[run] = np.take(values, rows[starts[run]:starts[run] + lengths[run]], axis=0).sum(axis=0)
+    parallel_rows(len(long), sum_long_runs, lengths[long].sum() * sums[:1].nbytes)
     runs = np.flatnonzero((lengths > 1) & (lengths < LONG_RUN))     # many short runs: in layers,
     runs = runs[np.argsort(-lengths[runs], kind="stable")]         # longest first
     part = sums[runs]                                              # (r, ...) their sums so far
@@ -401,7 +406,8 @@ class RowSparseGrad:
         if rows.shape != ids.shape + shape[1:]:
             raise ValueError(f"from_rows needs one gradient row per id: {len(ids)} ids, rows of shape {rows.shape}, "
                              f"table of shape {shape}")
-        order = np.argsort(ids, kind="stable")
+        small = len(ids) and ids.min() >= 0 and ids.max() < 1 << 16         # ids fit 16 bits (GPT-2's 50,257 do):
+        order = np.argsort(ids.astype(np.uint16) if small else ids, kind="stable")   # NumPy radix-sorts those
         sorted_ids = ids[order]
         run_starts = np.flatnonzero(np.concatenate(([True], sorted_ids[1:] != sorted_ids[:-1]))) if len(ids) else order
         counts = np.diff(np.append(run_starts, len(ids)))                  # (u,) how often each id occurs
