@@ -43,17 +43,3 @@ def pytest_configure(config):
 def pytest_runtest_setup(item):
     if item.get_closest_marker("torch") is not None:
         require_torch()
-
-
-@pytest.fixture
-def dense_zeros_shapes(monkeypatch):
-    """The shapes `zeros_for_rows` (module 05) is asked for while a test runs. A dense gradient with few rows
-    written lives in its own memory map, which tracemalloc does not see; this probe does."""
-    from tinytorch.core import autograd
-    shapes, real = [], autograd.zeros_for_rows
-
-    def recording(shape, dtype, count):
-        shapes.append(tuple(shape))
-        return real(shape, dtype, count)
-    monkeypatch.setattr(autograd, "zeros_for_rows", recording)
-    return shapes

@@ -215,38 +215,3 @@ def test_dense_and_sparse_sgd_agree_bit_for_bit(monkeypatch):
     "The dense gradient is the sparse one written into zeros: plain SGD moves the table identically."
     dense = train(False, lambda p: SGD(p, lr=0.1), 2, monkeypatch)
     np.testing.assert_array_equal(dense, train(True, lambda p: SGD(p, lr=0.1), 2, monkeypatch))
-
-
-def _backing_map(array):
-    "The mmap an array's memory comes from, or None."
-    import mmap
-    base = array
-    while base is not None and not isinstance(base, mmap.mmap):
-        base = base.base if isinstance(base, np.ndarray) else getattr(base, "obj", None)
-    return base
-
-
-@pytest.mark.skipif(not hasattr(__import__("mmap"), "MADV_NOHUGEPAGE"), reason="madvise(MADV_NOHUGEPAGE) is Linux-only")
-def test_zeros_for_few_rows_of_a_large_array_use_their_own_small_page_map():
-    from tinytorch.core.autograd import zeros_for_rows
-    few = zeros_for_rows((50257, 768), np.float32, 1851)      # Zipf ids at GPT-2 size: about 9% of the pages
-    assert few.shape == (50257, 768) and few.dtype == np.float32 and few.flags.c_contiguous and few.flags.writeable
-    assert _backing_map(few) is not None
-    few[[3, 50256]] = 1.5
-    assert few.sum() == 2 * 768 * 1.5 and not few[4].any()
-    many = zeros_for_rows((10000, 256), np.float32, 3366)     # small size, uniform ids: most pages are written
-    small = zeros_for_rows((100, 8), np.float64, 1)           # under 4 MB: NumPy gives ordinary pages anyway
-    for plain in (many, small):
-        assert _backing_map(plain) is None and plain.flags.owndata and not plain.any()
-
-
-def test_a_dense_gradient_of_few_rows_is_right_and_accumulates():
-    rng = np.random.default_rng(5)
-    ids = np.minimum(rng.zipf(1.1, 4096) - 1, 20_000 - 1)
-    rows = rng.integers(-4, 5, (len(ids), 64)).astype(np.float32)   # integers: float32 sums are exact
-    table = Embedding(20_000, 64)                               # 5 MB: past NumPy's huge-page size
-    table(ids).backward(rows)
-    first = table.weight.grad
-    np.testing.assert_array_equal(first, reference_sum(ids, rows, 20_000))
-    table(ids).backward(rows)                                   # a second backward adds to it
-    np.testing.assert_array_equal(table.weight.grad, 2 * reference_sum(ids, rows, 20_000))
