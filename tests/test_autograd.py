@@ -487,3 +487,23 @@ def test_segment_sum_at_reads_rows_in_place_like_a_copy(rng):
 def test_segment_sum_rejects_bad_positions(at, message):
     with pytest.raises(ValueError, match=message):
         segment_sum(np.array([0, 1, 1]), np.zeros((5, 2)), at=at)
+
+
+@pytest.mark.parametrize("row_shape", [(), (3,), (2, 3)])
+def test_long_runs_give_the_same_bits_on_one_core_or_two(row_shape, monkeypatch):
+    "sum_long_runs deals runs out over the cores; the chunks are fixed by the run lengths, so the bits are not."
+    from tinytorch.core import autograd
+    rng = np.random.default_rng(11)
+    ids = np.concatenate([np.full(3 * autograd.LONG_RUN_CHUNK + 7, 5), np.full(autograd.LONG_RUN + 1, 2),
+                          np.full(autograd.LONG_RUN_CHUNK, 9), rng.integers(0, 12, 300)])
+    rng.shuffle(ids)
+    values = rng.standard_normal((len(ids),) + row_shape).astype(np.float32)
+    results = []
+    for cores in (1, 2):
+        monkeypatch.setattr(autograd._Workers, "count", cores)
+        monkeypatch.setattr(autograd, "PARALLEL_MIN_BYTES", 0)       # share out even this small a problem
+        results.append(segment_sum(ids, values))
+    assert results[0][1].tobytes() == results[1][1].tobytes()
+    reference = np.zeros((12,) + row_shape)
+    np.add.at(reference, ids, values.astype(np.float64))
+    np.testing.assert_allclose(results[0][1], reference[results[0][0]], rtol=1e-4, atol=1e-4)
