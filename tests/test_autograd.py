@@ -494,8 +494,9 @@ def test_long_runs_give_the_same_bits_on_one_core_or_two(row_shape, monkeypatch)
     "sum_long_runs deals runs out over the cores; the chunks are fixed by the run lengths, so the bits are not."
     from tinytorch.core import autograd
     rng = np.random.default_rng(11)
-    ids = np.concatenate([np.full(3 * autograd.LONG_RUN_CHUNK + 7, 5), np.full(autograd.LONG_RUN + 1, 2),
-                          np.full(autograd.LONG_RUN_CHUNK, 9), rng.integers(0, 12, 300)])
+    monkeypatch.setattr(autograd, "ROW_BLOCK_BYTES", 48)           # blocks of 12, 4 or 2 rows: many per run
+    ids = np.concatenate([np.full(3 * autograd.LONG_RUN + 7, 5), np.full(autograd.LONG_RUN + 1, 2),
+                          np.full(2 * autograd.LONG_RUN, 9), rng.integers(0, 12, 300)])
     rng.shuffle(ids)
     values = rng.standard_normal((len(ids),) + row_shape).astype(np.float32)
     results = []
