@@ -18,6 +18,7 @@ uses GPT-2's d=768 (3 GB).
 import argparse
 import ctypes
 import gc
+import random
 import sys
 import time
 import tracemalloc
@@ -36,10 +37,15 @@ LR = 0.1
 
 def interleaved_ms(runs, repeat):
     """Best wall time in ms of each implementation: `runs` maps a name to `(fn, setup)` (setup may be None, and
-    runs untimed before each call). The implementations take turns, `repeat` rounds, after one warm-up round."""
+    runs untimed before each call). The implementations take turns, `repeat` rounds, after one warm-up round,
+    in a new order each round (shuffled with a fixed seed): none always runs right after the same other one,
+    whose memory and cache state it would inherit."""
     best = {name: float("inf") for name in runs}
+    order, shuffle = list(runs), random.Random(0).shuffle
     for round_ in range(repeat + 1):
-        for name, (fn, setup) in runs.items():
+        shuffle(order)
+        for name in order:
+            fn, setup = runs[name]
             if setup is not None:
                 setup()
             start = time.perf_counter()
