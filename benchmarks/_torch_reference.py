@@ -17,11 +17,6 @@ try:
 except ImportError:
     torch = None
 
-try:
-    import transformers
-except ImportError:
-    transformers = None
-
 
 def torch_text(missing="not installed (pip install torch==2.13.0 adds its column)"):
     "torch's version, thread count and OpenMP wait policy for a benchmark's header line, or `missing`."

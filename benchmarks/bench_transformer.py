@@ -21,8 +21,12 @@ import numpy as np
 from tinytorch.core.optimizers import AdamW
 from tinytorch.models import TransformerConfig, TransformerLM, config_to_hf, to_hf
 
-from _torch_reference import torch, torch_text, transformers
+from _torch_reference import torch, torch_text
 
+try:
+    import transformers
+except ImportError:
+    transformers = None
 if transformers is None:
     torch = None                 # the PyTorch column needs both (Hugging Face's GPT-2 on torch)
 
