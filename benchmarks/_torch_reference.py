@@ -1,26 +1,35 @@
-"""PyTorch, the benchmarks' reference, loaded so that it does not slow down what it is compared with.
+"""PyTorch, the benchmarks' reference, and `settle()`, which keeps it from slowing down what it is compared with.
 
-PyTorch's CPU wheels use GNU OpenMP, whose worker threads keep spinning for a while after each parallel
-region when OMP_WAIT_POLICY is unset. The benchmarks run tinytorch and PyTorch in turns in one process;
-on a 2-core machine the spinning thread holds a core that tinytorch's threads need right after PyTorch
-ran. Measured on this project's 2-core machine, sparse SGD step at GPT-2 size: tinytorch 14.6-15.4 ms
-alone, 19.2-19.3 ms right after PyTorch's step, 15.4 ms with OMP_WAIT_POLICY=PASSIVE, while PyTorch's
-own step stayed at 9.2-9.4 ms. So the benchmarks ask for passive waiting before torch loads; an
-OMP_WAIT_POLICY you set yourself wins, and the header line of each benchmark prints the one in force.
+PyTorch's CPU wheels use GNU OpenMP, whose worker threads keep spinning for a few milliseconds after each
+parallel region (OMP_WAIT_POLICY unset). The benchmarks run tinytorch and PyTorch in turns in one process;
+on a 2-core machine a spinning thread holds a core that tinytorch's threads need right after PyTorch ran.
+Measured on this project's 2-core machine, a 2-thread gather of 8,192 GPT-2 rows right after a PyTorch
+matmul: 5.2-5.9 ms with 0-5 ms in between, 3.7 ms after 10, 20 or 50 ms. Setting OMP_WAIT_POLICY=PASSIVE
+instead would slow PyTorch itself where it runs many small parallel regions (its GPT-2 training step in
+bench_transformer.py --small: 11.9 ms at its default, 14.2 ms passive). So PyTorch keeps its default, and
+each turn of an implementation starts with `settle()`, a 20 ms pause in which spinning threads go to sleep,
+then one untimed call: after a pause, threads start cold (a 10000 x 256 sparse SGD step of tinytorch: 3.6 ms
+back to back, 4.5 ms after 20 ms idle), and a training loop runs its steps back to back.
 """
 import os
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # read once, when torch's OpenMP runtime starts
+import time
 
 try:
     import torch
 except ImportError:
     torch = None
 
+SETTLE_SECONDS = 0.02
+
+
+def settle():
+    "Pause (untimed) so that threads the previous run left spinning go to sleep before the next timed run."
+    time.sleep(SETTLE_SECONDS)
+
 
 def torch_text(missing="not installed (pip install torch==2.13.0 adds its column)"):
     "torch's version, thread count and OpenMP wait policy for a benchmark's header line, or `missing`."
     if torch is None:
         return missing
-    return (f"{torch.__version__} ({torch.get_num_threads()} threads, "
-            f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')})")
+    policy = os.environ.get("OMP_WAIT_POLICY", "unset")
+    return f"{torch.__version__} ({torch.get_num_threads()} threads, OMP_WAIT_POLICY {policy})"

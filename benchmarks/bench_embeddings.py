@@ -28,7 +28,7 @@ import numpy as np
 from tinytorch.core.optimizers import SGD, Adam, SparseAdam
 from tinytorch.text.embeddings import Embedding
 
-from _torch_reference import torch, torch_text
+from _torch_reference import settle, torch, torch_text
 
 GPT2 = dict(name="GPT-2 (50257x768, 8x1024 ids)", key="gpt2", vocab_size=50257, dim=768, batch=8, seq=1024)
 SMALL = dict(name="small (10000x256, 32x128 ids)", key="small", vocab_size=10000, dim=256, batch=32, seq=128)
@@ -39,19 +39,22 @@ def interleaved_ms(runs, repeat):
     """Best wall time in ms of each implementation: `runs` maps a name to `(fn, setup)` (setup may be None, and
     runs untimed before each call). The implementations take turns, `repeat` rounds, after one warm-up round,
     in a new order each round (shuffled with a fixed seed): none always runs right after the same other one,
-    whose memory and cache state it would inherit."""
+    whose memory and cache state it would inherit. Each turn is `settle()`, one untimed call, one timed call:
+    the timed call runs back to back with its own kind, as in a training loop, not in the wake of another."""
     best = {name: float("inf") for name in runs}
     order, shuffle = list(runs), random.Random(0).shuffle
     for round_ in range(repeat + 1):
         shuffle(order)
         for name in order:
             fn, setup = runs[name]
-            if setup is not None:
-                setup()
-            start = time.perf_counter()
-            fn()
-            if round_:                                    # round 0 warms up (first-call allocations, caches)
-                best[name] = min(best[name], time.perf_counter() - start)
+            settle()                                      # threads the last run left spinning go to sleep
+            for timed in (False, True):                   # warm this implementation's threads and caches
+                if setup is not None:
+                    setup()
+                start = time.perf_counter()
+                fn()
+                if timed and round_:                      # round 0 warms up (first-call allocations, caches)
+                    best[name] = min(best[name], time.perf_counter() - start)
     return {name: ms * 1e3 for name, ms in best.items()}
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from tinytorch.core.optimizers import AdamW
 from tinytorch.models import TransformerConfig, TransformerLM, config_to_hf, to_hf
 
-from _torch_reference import torch, torch_text
+from _torch_reference import settle, torch, torch_text
 
 try:
     import transformers
@@ -38,6 +38,9 @@ PROMPT, NEW_TOKENS, LR = 16, 64, 1e-3
 
 
 def timed(fn):
+    "Milliseconds of `fn()`, run back to back after an untimed call (and a pause for the other's threads)."
+    settle()                                      # threads the last run left spinning go to sleep (untimed)
+    fn()                                          # untimed: warms this implementation's threads and caches
     start = time.perf_counter()
     fn()
     return (time.perf_counter() - start) * 1e3
