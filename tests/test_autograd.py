@@ -508,3 +508,14 @@ def test_long_runs_give_the_same_bits_on_one_core_or_two(row_shape, monkeypatch)
     reference = np.zeros((12,) + row_shape)
     np.add.at(reference, ids, values.astype(np.float64))
     np.testing.assert_allclose(results[0][1], reference[results[0][0]], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("ids", [[1] * 40 + [2], [3] * 40, [0, 0, 1], [4, 5] * 33])
+def test_segment_sum_with_only_long_runs_or_only_short_ones(ids):
+    ids = np.array(ids)
+    values = np.arange(2.0 * len(ids)).reshape(-1, 2)
+    rows, sums = segment_sum(ids, values)
+    reference = np.zeros((ids.max() + 1, 2))
+    np.add.at(reference, ids, values)
+    np.testing.assert_array_equal(rows, np.unique(ids))
+    np.testing.assert_array_equal(sums, reference[rows])

@@ -386,13 +386,14 @@ def segment_sum(ids, values, at=None):
     sum_long_runs(values, rows, starts, lengths, np.flatnonzero(lengths >= LONG_RUN), sums)   # a few, on every core
     runs = np.flatnonzero((lengths > 1) & (lengths < LONG_RUN))     # many short runs: in layers,
     runs = runs[np.argsort(-lengths[runs], kind="stable")]         # longest first
-    have = [np.count_nonzero(lengths[runs] > k) for k in range(1, LONG_RUN)]   # runs[:m] have a k-th row
-    layers = gather_rows(values, rows[np.concatenate([starts[runs[:m]] + k for k, m in enumerate(have, 1)])])
-    part, at = sums[runs], 0                                       # (r, ...) their sums so far
-    for m in have:                                                 # layer k: the k-th rows of runs[:m]
-        part[:m] += layers[at:at + m]
-        at += m
-    sums[runs] = part
+    if len(runs):
+        have = [np.count_nonzero(lengths[runs] > k) for k in range(1, lengths[runs[0]])]   # runs[:m]: a k-th row
+        layers = gather_rows(values, rows[np.concatenate([starts[runs[:m]] + k for k, m in enumerate(have, 1)])])
+        part, at = sums[runs], 0                                   # (r, ...) their sums so far
+        for m in have:                                             # layer k: the k-th rows of runs[:m]
+            part[:m] += layers[at:at + m]
+            at += m
+        sums[runs] = part
     return sorted_ids[starts], sums
     ### END SOLUTION
 
