@@ -312,10 +312,11 @@ def sum_long_runs(values, rows, starts, lengths, runs, sums):
     """Add the other rows of each run in `runs` into `sums` (u, ...), which holds each run's first row already.
 
     Run i is the rows `values[rows[starts[i] : starts[i] + lengths[i]]]`. A very common token's run has
-    thousands of rows: they are gathered a block (ROW_BLOCK_BYTES) at a time into one small buffer, behind the sum so far,
-    and `np.add.reduce(..., axis=0)` adds the chunk in (row after row, for rows of one or more dimensions),
-    so the rows are read once and never all copied out. The runs are independent: they are dealt out over
-    the cores, longest first to the least loaded, and which core sums a run does not change its bits.
+    thousands of rows: they are gathered a block (about ROW_BLOCK_BYTES) at a time into one small buffer,
+    behind the sum so far, and `np.add.reduce(..., axis=0)` adds the block in (row after row, when rows are
+    vectors or larger), so the rows are read once and never all copied out. The blocks depend only on the
+    run's length. The runs are independent: they are dealt out over the cores, longest first to the least
+    loaded, and which core sums a run does not change its bits.
     """
     if not len(runs):
         return
@@ -389,10 +390,10 @@ def segment_sum(ids, values, at=None):
     if len(runs):
         have = [np.count_nonzero(lengths[runs] > k) for k in range(1, lengths[runs[0]])]   # runs[:m]: a k-th row
         layers = gather_rows(values, rows[np.concatenate([starts[runs[:m]] + k for k, m in enumerate(have, 1)])])
-        part, at = sums[runs], 0                                   # (r, ...) their sums so far
+        part, done = sums[runs], 0                                 # (r, ...) their sums so far
         for m in have:                                             # layer k: the k-th rows of runs[:m]
-            part[:m] += layers[at:at + m]
-            at += m
+            part[:m] += layers[done:done + m]
+            done += m
         sums[runs] = part
     return sorted_ids[starts], sums
     ### END SOLUTION
