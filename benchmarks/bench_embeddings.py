@@ -4,7 +4,9 @@
     python benchmarks/bench_embeddings.py --small    # the small size only (under 500 MB)
 
 The headline rows are whole training steps, as users run them: `zero_grad(); table(ids).backward(g);
-opt.step()` with dense Adam, sparse SGD and SparseAdam. The parts of a step follow below them.
+opt.step()` with dense Adam, sparse SGD and SparseAdam. The parts of a step follow below them. tinytorch's
+sparse backward only sorts the ids; the repeated ids' rows are summed when the step first reads the
+gradient, so the sparse update rows include that sum (each timed update gets a new gradient).
 Columns: tinytorch; PyTorch CPU when it is installed (`pip install torch==2.13.0`), at its default
 thread count; for the parts, a plain-NumPy baseline (`np.add.at` for scatter-adds, the obvious NumPy
 code otherwise). The implementations take turns within each row (one run of each, repeated; the best
@@ -122,9 +124,12 @@ def tinytorch_parts(weights, ids, upstream, sparse):
     if not sparse:
         return {"forward lookup": (lambda: table(ids), None), "dense backward": (lambda: out.backward(upstream), clear),
                 "dense Adam update": (Adam([table.weight], lr=1e-3).step, restore)}
+    def fresh():                                # a new lazy gradient: the update sums its repeated ids itself,
+        clear()                                 # as in a step (restoring `grad` would reuse the first sums)
+        out.backward(upstream)
     return {"sparse backward": (lambda: out.backward(upstream), clear),
-            "sparse SGD update": (SGD([table.weight], lr=LR).step, restore),
-            "SparseAdam update": (SparseAdam([table.weight], lr=1e-3).step, restore)}
+            "sparse SGD update": (SGD([table.weight], lr=LR).step, fresh),
+            "SparseAdam update": (SparseAdam([table.weight], lr=1e-3).step, fresh)}
 
 
 def torch_parts(weights, ids, upstream, sparse):

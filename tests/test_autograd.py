@@ -519,3 +519,18 @@ def test_segment_sum_with_only_long_runs_or_only_short_ones(ids):
     np.add.at(reference, ids, values)
     np.testing.assert_array_equal(rows, np.unique(ids))
     np.testing.assert_array_equal(sums, reference[rows])
+
+
+def test_segment_sum_at_must_hold_integers_and_may_be_empty():
+    rows, sums = segment_sum(np.array([], np.int64), np.zeros((3, 2)), at=[])
+    assert rows.shape == (0,) and sums.shape == (0, 2)
+    for bad in ([True, False], [0.0, 1.5]):
+        with pytest.raises(TypeError, match="integer row positions.*(bool|float64)"):
+            segment_sum(np.array([0, 1]), np.zeros((3, 2)), at=bad)
+
+
+@pytest.mark.parametrize("block_rows", [0, -3, 2.5])
+def test_for_row_blocks_rejects_a_block_size_that_is_not_a_positive_integer(block_rows):
+    grad = RowSparseGrad.from_rows(np.array([0, 2, 2]), np.ones((3, 4), np.float32), (5, 4))
+    with pytest.raises(ValueError, match=f"block_rows must be a positive integer or None; got {block_rows}"):
+        grad.for_row_blocks(lambda rows, values: None, block_rows)

@@ -313,8 +313,8 @@ def sum_long_runs(values, rows, starts, lengths, runs, sums):
 
     Run i is the rows `values[rows[starts[i] : starts[i] + lengths[i]]]`. A very common token's run has
     thousands of rows: they are gathered a block (about ROW_BLOCK_BYTES) at a time into one small buffer,
-    behind the sum so far, and `np.add.reduce(..., axis=0)` adds the block in (row after row, when rows are
-    vectors or larger), so the rows are read once and never all copied out. The blocks depend only on the
+    behind the sum so far, and `np.add.reduce(..., axis=0)` adds the block in (row after row, when rows have
+    more than one element), so the rows are read once and never all copied out. The blocks depend only on the
     run's length. The runs are independent: they are dealt out over the cores, longest first to the least
     loaded, and which core sums a run does not change its bits.
     """
@@ -372,7 +372,9 @@ def segment_sum(ids, values, at=None):
     if at is None and values.shape[:1] != ids.shape:
         raise ValueError(f"segment_sum needs one row of values per id: {len(ids)} ids, values of shape {values.shape}")
     if at is not None:
-        at = np.asarray(at).reshape(-1)
+        at = np.asarray(at, dtype=np.intp if np.size(at) == 0 else None).reshape(-1)
+        if at.dtype.kind not in "iu":
+            raise TypeError(f"segment_sum: at= must hold integer row positions; got dtype {at.dtype}")
         if at.shape != ids.shape or (len(at) and (at.min() < 0 or at.max() >= len(values))):
             raise ValueError(f"segment_sum needs one row position per id, in [0, {len(values)}): {len(ids)} ids, "
                              f"{len(at)} positions" + (f" from {at.min()} to {at.max()}" if len(at) else ""))
@@ -490,7 +492,10 @@ class RowSparseGrad:
         out over the cores. Rows seen once are gathered from where `from_rows` left them, a block at a time.
         `values` is a scratch copy, reused for the next block: `update_block` may overwrite it, not keep it.
         """
-        block_rows = block_rows or rows_per_block(self.shape[1:], self.dtype)
+        if block_rows is None:
+            block_rows = rows_per_block(self.shape[1:], self.dtype)
+        elif not isinstance(block_rows, (int, np.integer)) or block_rows < 1:
+            raise ValueError(f"for_row_blocks: block_rows must be a positive integer or None; got {block_rows!r}")
         for rows, source, positions in self._parts():
             def update_range(start, stop):
                 scratch = np.empty((min(block_rows, stop - start),) + self.shape[1:], self.dtype)  # one per core

@@ -58,8 +58,6 @@ def _scaled(grad, factor):
     return grad * factor
 
 
-
-
 def _for_row_blocks(grad, update_block):
     """Call `update_block(rows, values)` on blocks of a RowSparseGrad's rows, the blocks shared out over the cores.
 
