@@ -43,3 +43,15 @@ def pytest_configure(config):
 def pytest_runtest_setup(item):
     if item.get_closest_marker("torch") is not None:
         require_torch()
+
+
+@pytest.fixture
+def usage_error():
+    """A check for a demo's bad command line: exit 2, one line on stderr naming `words`, no traceback, and
+    nothing written under `cwd`/demo_output."""
+    def check(result, words, cwd):
+        assert result.returncode == 2, result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and words in lines[0] and "Traceback" not in result.stderr
+        assert not (cwd / "demo_output").exists()
+    return check

@@ -16,6 +16,16 @@ def both(rng, *shape):
     return Tensor(array, requires_grad=True, dtype=np.float64), torch.tensor(array, requires_grad=True)
 
 
+def assert_same_outputs_and_grads(torch, rng, ours, theirs, inputs):
+    "Same output, then the same gradient for every (our input, PyTorch's input) pair after one random upstream."
+    assert np.allclose(ours.data, theirs.detach().numpy(), atol=1e-10)
+    upstream = rng.standard_normal(ours.shape)
+    ours.backward(upstream)
+    theirs.backward(torch.tensor(upstream))
+    for mine, reference in inputs:
+        assert np.allclose(mine.grad, reference.grad.numpy(), atol=1e-10)
+
+
 def masks(rng, case):
     import torch
     if case == "bool":
@@ -41,12 +51,7 @@ def test_sdpa_forward_and_gradients_match_pytorch(torch, rng, case):
         (k, tk), (v, tv) = both(rng, 2, 3, 4, 8), both(rng, 2, 3, 4, 5)
     ours = scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=scale)
     theirs = F.scaled_dot_product_attention(tq, tk, tv, attn_mask=tmask, is_causal=causal, scale=scale)
-    assert np.allclose(ours.data, theirs.detach().numpy(), atol=1e-10)
-    upstream = rng.standard_normal(ours.shape)
-    ours.backward(upstream)
-    theirs.backward(torch.tensor(upstream))
-    for mine, reference in ((q, tq), (k, tk), (v, tv)):
-        assert np.allclose(mine.grad, reference.grad.numpy(), atol=1e-10)
+    assert_same_outputs_and_grads(torch, rng, ours, theirs, ((q, tq), (k, tk), (v, tv)))
 
 
 def test_grouped_query_heads_match_pytorch_enable_gqa(torch, rng):
@@ -55,12 +60,7 @@ def test_grouped_query_heads_match_pytorch_enable_gqa(torch, rng):
     theirs = F.scaled_dot_product_attention(tq, tk, tv, is_causal=True, enable_gqa=True)      # (2, 6, 5, 3)
     grouped = scaled_dot_product_attention(q.reshape(2, 2, 3, 5, 4), k.reshape(2, 2, 1, 5, 4), v.reshape(2, 2, 1, 5, 3),
                                            is_causal=True).reshape(2, 6, 5, 3)
-    assert np.allclose(grouped.data, theirs.detach().numpy(), atol=1e-10)
-    upstream = rng.standard_normal(grouped.shape)
-    grouped.backward(upstream)
-    theirs.backward(torch.tensor(upstream))
-    for mine, reference in ((q, tq), (k, tk), (v, tv)):
-        assert np.allclose(mine.grad, reference.grad.numpy(), atol=1e-10)
+    assert_same_outputs_and_grads(torch, rng, grouped, theirs, ((q, tq), (k, tk), (v, tv)))
 
 
 def rotate_half(x):
