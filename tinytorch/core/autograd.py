@@ -14,6 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from . import kernels
+
 # %% ../../modules/05_autograd/autograd_dev.ipynb #42ae3210
 class _GradMode(threading.local):
     enabled = True     # read through an instance, each thread has its own value; every thread starts on
@@ -541,6 +543,10 @@ class RowSparseGrad:
     def __repr__(self):
         return (f"RowSparseGrad(shape={self.shape}, rows={len(self.indices)}, "
                 f"dtype={self.dtype}, indices={self.indices[:8].tolist()}{'...' if len(self.indices) > 8 else ''})")
+
+
+kernels.register("segment_sum", segment_sum)
+kernels.register("row_sparse_from_rows", RowSparseGrad.from_rows)
 
 # %% ../../modules/05_autograd/autograd_dev.ipynb #8036de7f
 class GradcheckError(AssertionError):
