@@ -36,6 +36,29 @@ def rng():
     return np.random.default_rng(0)
 
 
+@pytest.fixture(params=["plain", "fast"])
+def both_kernels(request):
+    """Run the test once with the plain kernels (modules 05-06) and once with module 18's fast ones.
+
+    Test files that exercise a kernel (gathers, segment sums, row-sparse gradients, optimiser updates) use it
+    with `pytestmark = pytest.mark.usefixtures("both_kernels")`; the mode in force before is restored."""
+    import tinytorch.fast  # noqa: F401  (registers the fast kernels; switches nothing)
+    from tinytorch.core import kernels
+
+    previous = kernels.set_mode(request.param)
+    yield request.param
+    kernels.set_mode(previous)
+
+
+@pytest.fixture
+def fast_kernels():
+    """The fast kernels in force for this test (for tests of module 18's own machinery); restored after."""
+    import tinytorch.fast
+
+    with tinytorch.fast.fast_kernels():
+        yield tinytorch.fast
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "torch: compares against PyTorch; skipped when torch is not installed")
 

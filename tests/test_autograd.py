@@ -8,10 +8,13 @@ import numpy as np
 import pytest
 
 from tinytorch.core.autograd import (
-    Function, GradcheckError, RowSparseGrad, backward, gradcheck, is_grad_enabled, no_grad, segment_sum,
-    topological_order, unbroadcast,
+    Function, GradcheckError, RowSparseGrad, backward, gradcheck, is_grad_enabled, no_grad, topological_order,
+    unbroadcast,
 )
+from tinytorch.core.kernels import segment_sum          # through the kernel table: plain or fast, as in force
 from tinytorch.core.tensor import Tensor
+
+pytestmark = pytest.mark.usefixtures("both_kernels")    # every test runs with the plain and with the fast kernels
 
 
 class Counted(Function):
@@ -438,99 +441,3 @@ def test_importing_tinytorch_prints_nothing():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "" and result.stderr == ""
-
-
-def test_segment_sum_mixes_long_runs_short_runs_and_singletons_exactly():
-    "Zipf-like ids: one id far past LONG_RUN, others repeated a few times, the rest once."
-    from tinytorch.core.autograd import LONG_RUN
-    rng = np.random.default_rng(7)
-    ids = np.concatenate([np.full(3 * LONG_RUN + 5, 4), np.repeat([1, 9, 2], [2, 3, LONG_RUN - 1]),
-                          np.array([0, 7, 8]), np.full(LONG_RUN, 6)])
-    rng.shuffle(ids)
-    values = rng.integers(-8, 8, (len(ids), 5)).astype(np.float64)   # integer-valued: sums are exact in any order
-    unique_ids, sums = segment_sum(ids, values)
-    reference = np.zeros((10, 5))
-    np.add.at(reference, ids, values)
-    assert unique_ids.tolist() == sorted(set(ids.tolist()))
-    np.testing.assert_array_equal(sums, reference[unique_ids])
-    again = segment_sum(ids, values.astype(np.float32))[1]
-    np.testing.assert_array_equal(again, segment_sum(ids, values.astype(np.float32))[1])   # deterministic
-
-
-def test_segment_sum_adds_each_short_run_in_order_of_position(rng):
-    "Runs of many lengths below LONG_RUN: each sum is rows[first] + rows[second] + ... in float32, bit for bit."
-    from tinytorch.core.autograd import LONG_RUN
-    ids = np.repeat(np.arange(40), rng.integers(1, LONG_RUN, 40))     # 40 ids, each 1 to LONG_RUN-1 times
-    rng.shuffle(ids)
-    values = rng.standard_normal((len(ids), 3)).astype(np.float32)
-    unique_ids, sums = segment_sum(ids, values)
-    for v, total in zip(unique_ids, sums):
-        expected = np.zeros(3, np.float32)
-        for row in values[ids == v]:                                  # positions in increasing order
-            expected = expected + row
-        assert expected.tobytes() == total.tobytes(), f"id {v}"
-
-
-def test_segment_sum_at_reads_rows_in_place_like_a_copy(rng):
-    ids = rng.integers(0, 6, 50)
-    values = rng.standard_normal((200, 4)).astype(np.float32)
-    at = rng.choice(200, 50, replace=False)
-    rows, sums = segment_sum(ids, values, at=at)
-    copied_rows, copied_sums = segment_sum(ids, values[at])
-    np.testing.assert_array_equal(rows, copied_rows)
-    assert sums.tobytes() == copied_sums.tobytes()
-
-
-@pytest.mark.parametrize("at, message", [(np.array([0, 1]), r"3 ids, 2 positions"),
-                                         (np.array([0, 1, 5]), r"in \[0, 5\).*from 0 to 5"),
-                                         (np.array([-1, 0, 1]), r"from -1 to 1")])
-def test_segment_sum_rejects_bad_positions(at, message):
-    with pytest.raises(ValueError, match=message):
-        segment_sum(np.array([0, 1, 1]), np.zeros((5, 2)), at=at)
-
-
-@pytest.mark.parametrize("row_shape", [(), (3,), (2, 3)])
-def test_long_runs_give_the_same_bits_on_one_core_or_two(row_shape, monkeypatch):
-    "sum_long_runs deals runs out over the cores; the chunks are fixed by the run lengths, so the bits are not."
-    from tinytorch.core import autograd
-    rng = np.random.default_rng(11)
-    monkeypatch.setattr(autograd, "ROW_BLOCK_BYTES", 48)           # blocks of 12, 4 or 2 rows: many per run
-    ids = np.concatenate([np.full(3 * autograd.LONG_RUN + 7, 5), np.full(autograd.LONG_RUN + 1, 2),
-                          np.full(2 * autograd.LONG_RUN, 9), rng.integers(0, 12, 300)])
-    rng.shuffle(ids)
-    values = rng.standard_normal((len(ids),) + row_shape).astype(np.float32)
-    results = []
-    for cores in (1, 2):
-        monkeypatch.setattr(autograd._Workers, "count", cores)
-        monkeypatch.setattr(autograd, "PARALLEL_MIN_BYTES", 0)       # share out even this small a problem
-        results.append(segment_sum(ids, values))
-    assert results[0][1].tobytes() == results[1][1].tobytes()
-    reference = np.zeros((12,) + row_shape)
-    np.add.at(reference, ids, values.astype(np.float64))
-    np.testing.assert_allclose(results[0][1], reference[results[0][0]], rtol=1e-4, atol=1e-4)
-
-
-@pytest.mark.parametrize("ids", [[1] * 40 + [2], [3] * 40, [0, 0, 1], [4, 5] * 33])
-def test_segment_sum_with_only_long_runs_or_only_short_ones(ids):
-    ids = np.array(ids)
-    values = np.arange(2.0 * len(ids)).reshape(-1, 2)
-    rows, sums = segment_sum(ids, values)
-    reference = np.zeros((ids.max() + 1, 2))
-    np.add.at(reference, ids, values)
-    np.testing.assert_array_equal(rows, np.unique(ids))
-    np.testing.assert_array_equal(sums, reference[rows])
-
-
-def test_segment_sum_at_must_hold_integers_and_may_be_empty():
-    rows, sums = segment_sum(np.array([], np.int64), np.zeros((3, 2)), at=[])
-    assert rows.shape == (0,) and sums.shape == (0, 2)
-    for bad in ([True, False], [0.0, 1.5]):
-        with pytest.raises(TypeError, match="integer row positions.*(bool|float64)"):
-            segment_sum(np.array([0, 1]), np.zeros((3, 2)), at=bad)
-
-
-@pytest.mark.parametrize("block_rows", [0, -3, 2.5])
-def test_for_row_blocks_rejects_a_block_size_that_is_not_a_positive_integer(block_rows):
-    grad = RowSparseGrad.from_rows(np.array([0, 2, 2]), np.ones((3, 4), np.float32), (5, 4))
-    with pytest.raises(ValueError, match=f"block_rows must be a positive integer or None; got {block_rows}"):
-        grad.for_row_blocks(lambda rows, values: None, block_rows)

@@ -22,6 +22,8 @@ from tinytorch.text.embeddings import (
 )
 from tinytorch.text.memory import BYTES_PER_FLOAT16, BYTES_PER_FLOAT32, BYTES_PER_INT8, embedding_memory, embedding_memory_table
 
+pytestmark = pytest.mark.usefixtures("both_kernels")    # run with the plain and with the fast kernels (module 18)
+
 
 def one_hot_gradient(ids, upstream, vocab_size):
     """dL/dW for out = onehot(ids) @ W: the definition the backward must match (independent of segment_sum)."""

@@ -9,6 +9,8 @@ from tinytorch.core.autograd import RowSparseGrad, gradcheck
 from tinytorch.core.tensor import Tensor
 from tinytorch.text.bag import BAG_MODES, EmbeddingBag, EmbeddingBagBackward, embedding_bag
 
+pytestmark = pytest.mark.usefixtures("both_kernels")    # run with the plain and with the fast kernels (module 18)
+
 
 def bag_bounds(ids, offsets, include_last_offset):
     "(start, end) of each bag, from the PyTorch rules, written out one bag at a time."

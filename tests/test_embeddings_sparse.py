@@ -12,6 +12,8 @@ from tinytorch.core.autograd import RowSparseGrad
 from tinytorch.core.optimizers import SGD, Adagrad, Adam, SparseAdam
 from tinytorch.text.embeddings import Embedding
 
+pytestmark = pytest.mark.usefixtures("both_kernels")    # run with the plain and with the fast kernels (module 18)
+
 VOCAB, DIM = 12, 4
 # Repeated ids and the padding id 0 in every batch.
 BATCHES = [np.array([[1, 3, 3, 0], [5, 1, 1, 3]]), np.array([[7, 0, 7, 7], [2, 3, 11, 0]]),

@@ -10,7 +10,7 @@ from tinytorch.core.autograd import RowSparseGrad
 from tinytorch.core.tensor import Tensor
 from tinytorch.text.embeddings import Embedding, RotaryEmbedding
 
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("both_kernels")]   # plain and fast kernels
 
 
 def torch_embedding_grad(torch, table, ids, upstream, **options):

@@ -11,6 +11,8 @@ from tinytorch.core.layers import Linear, Parameter
 from tinytorch.core.optimizers import SGD, Adagrad, Adam, AdamW, Optimizer, SparseAdam
 from tinytorch.core.tensor import Tensor
 
+pytestmark = pytest.mark.usefixtures("both_kernels")    # run with the plain and with the fast kernels (module 18)
+
 
 def parameter64(array):
     "A float64 parameter holding exactly `array`."

@@ -9,6 +9,7 @@ and options; each property is checked against finite differences, np.add.at, or 
 - segment_sum is deterministic (bit for bit), leaves its inputs alone, and agrees with np.add.at.
 """
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from tinytorch.core.autograd import RowSparseGrad, gradcheck, segment_sum
@@ -21,6 +22,8 @@ from tinytorch.text.embeddings import (
     create_sinusoidal_embeddings,
     embedding,
 )
+
+pytestmark = pytest.mark.usefixtures("both_kernels")    # run with the plain and with the fast kernels (module 18)
 
 F64 = np.float64
 BUDGET = settings(max_examples=25, deadline=None)

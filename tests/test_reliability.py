@@ -102,7 +102,7 @@ def test_a_quantized_embedding_round_trips_through_a_checkpoint(tmp_path, bits):
 
 def _big_lookup(seed):
     "A lookup over the parallel threshold: 64 x 128 ids into a 50000 x 256 float32 table (8 MB of rows)."
-    from tinytorch.core.autograd import gather_rows
+    from tinytorch.fast import gather_rows
     rng = np.random.default_rng(seed)
     table = rng.standard_normal((50_000, 256), dtype=np.float32)
     ids = rng.integers(0, 50_000, (64, 128))
@@ -112,10 +112,10 @@ def _big_lookup(seed):
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() exists only on POSIX")
 def test_a_forked_child_can_use_the_worker_pool_the_parent_started(monkeypatch):
-    from tinytorch.core import autograd
-    monkeypatch.setattr(autograd._Workers, "count", 2)       # two workers even on a one-core machine
+    from tinytorch import fast
+    monkeypatch.setattr(fast._Workers, "count", 2)           # two workers even on a one-core machine
     assert _big_lookup(0)                                     # the parent now holds a pool with live threads
-    assert autograd._Workers.pool is not None
+    assert fast._Workers.pool is not None
     with multiprocessing.get_context("fork").Pool(1) as pool:
         result = pool.apply_async(_big_lookup, (1,))
         try:

@@ -9,6 +9,8 @@ import pytest
 from tinytorch.core.autograd import gradcheck, is_grad_enabled, no_grad
 from tinytorch.core.tensor import Tensor, concatenate, stack
 
+pytestmark = pytest.mark.usefixtures("both_kernels")    # run with the plain and with the fast kernels (module 18)
+
 
 def param(rng, *shape, low=None):
     "A float64 tensor that requires grad; with `low`, values have magnitude in [low, low + 1] and random sign."

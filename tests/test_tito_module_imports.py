@@ -9,10 +9,14 @@ Which module owns a `tinytorch.*` module is read from the notebooks' own
 `#| default_exp` lines (and any cell-level `#| export <module>`), not from a
 hand-written list.
 
-One exception, by design: `tinytorch.core.autograd` (module 05, as TinyTorch
-numbers it) is available to every module. `Tensor` (module 01) imports the
-engine rather than being monkey-patched by it later, so the engine is needed
-from module 01 on; module 05 is where the learner studies and rewrites it.
+Two exceptions, by design:
+- `tinytorch.core.autograd` and its kernel table `tinytorch.core.kernels` (module 05,
+  as TinyTorch numbers it) are available to every module. `Tensor` (module 01)
+  imports the engine rather than being monkey-patched by it later, so the engine is
+  needed from module 01 on; module 05 is where the learner studies and rewrites it.
+- an import inside a module-level `__getattr__` (PEP 562) is not counted: that is how
+  a name that moved to a later module (module 18's `PARALLEL_MIN_BYTES`, say) stays
+  importable from where it was, loaded only when old code asks for it.
 """
 import ast
 import re
@@ -25,7 +29,7 @@ from tito.repo import Settings, discover_modules, module_test_files
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = Settings.read(ROOT).lib_name
-AVAILABLE_TO_EVERY_MODULE = {f"{PACKAGE}.core.autograd"}
+AVAILABLE_TO_EVERY_MODULE = {f"{PACKAGE}.core.autograd", f"{PACKAGE}.core.kernels"}
 _EXPORT_TARGET = re.compile(r"^\s*#\|\s*(?:default_exp|export|exporti|exports)\s+([A-Za-z_][\w.]*)\s*$", re.MULTILINE)
 MODULES = discover_modules(ROOT)
 
@@ -46,8 +50,12 @@ def owners(modules) -> dict[str, int]:
 def imported_modules(source: str, known: set[str]) -> set[str]:
     """The `tinytorch...` modules that `source` imports (import statements, importlib/importorskip calls)."""
     lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]  # IPython magics
-    found = set()
-    for node in ast.walk(ast.parse("\n".join(lines))):
+    found, tree = set(), ast.parse("\n".join(lines))
+    lazy = {id(inner) for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "__getattr__"
+            for inner in ast.walk(node)}                       # lazy re-exports of names that moved later
+    for node in ast.walk(tree):
+        if id(node) in lazy:
+            continue
         names = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]

@@ -9,7 +9,8 @@ __all__ = ['Tensor', 'AddBackward', 'SubBackward', 'MulBackward', 'DivBackward',
 
 # %% ../../modules/01_tensor/tensor_dev.ipynb #eef9bade
 import numpy as np
-from .autograd import Function, backward, segment_sum
+from .autograd import Function, backward
+from .kernels import segment_sum   # the kernel table: plain (module 05) unless module 18's fast one is on
 
 # %% ../../modules/01_tensor/tensor_dev.ipynb #509685c4
 class Tensor:

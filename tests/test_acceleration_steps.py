@@ -1,4 +1,7 @@
-"""Issue 16: the whole sparse training step without extra passes, and what must not change on the way.
+"""Module 18's fast kernels in whole training steps (issue 16): no extra passes, and what must not change on the way.
+
+Every test here runs with the fast kernels in force (`fast_kernels` fixture); tests/test_acceleration.py
+compares them with the plain ones.
 
 - `RowSparseGrad.from_rows` sums only repeated ids and reads rows seen once from the upstream gradient;
   every way of reading it (`.values`, `to_dense`, an optimiser's blocks) gives the same numbers, bit for bit.
@@ -11,6 +14,7 @@ import math
 import numpy as np
 import pytest
 
+from tinytorch import fast
 from tinytorch.core import autograd
 from tinytorch.core.autograd import RowSparseGrad
 from tinytorch.core.optimizers import SGD, Adam, AdamW, SparseAdam
@@ -21,6 +25,8 @@ try:
     import torch
 except ImportError:
     torch = None
+
+pytestmark = pytest.mark.usefixtures("fast_kernels")
 
 
 def reference_sum(ids, rows, vocab_size):
@@ -74,7 +80,7 @@ def test_from_rows_every_reader_gets_the_same_bits():
 
     def put(r, v):
         blocks[r] = v
-    lazy.for_row_blocks(put, block_rows=7)
+    fast.for_row_blocks(lazy, put, block_rows=7)
     values = lazy.values                                   # now built
     np.testing.assert_array_equal(dense_before, blocks)
     np.testing.assert_array_equal(dense_before[lazy.indices], values)
@@ -170,9 +176,9 @@ def adam_by_formula(weights, grads, lr, betas, eps, weight_decay, decoupled):
 @pytest.mark.parametrize("cls, weight_decay", [(Adam, 0.0), (Adam, 0.1), (AdamW, 0.01)])
 @pytest.mark.parametrize("cores", [1, 2])
 def test_blocked_adam_is_the_whole_array_formula_bit_for_bit(cls, weight_decay, cores, monkeypatch):
-    monkeypatch.setattr(autograd._Workers, "count", cores)
-    monkeypatch.setattr("tinytorch.core.optimizers.BLOCK_BYTES", 1 << 12)   # many blocks of rows
-    monkeypatch.setattr(autograd, "PARALLEL_MIN_BYTES", 0)                    # and really on two cores
+    monkeypatch.setattr(fast._Workers, "count", cores)
+    monkeypatch.setattr(fast, "BLOCK_BYTES", 1 << 12)   # many blocks of rows
+    monkeypatch.setattr(fast, "PARALLEL_MIN_BYTES", 0)                    # and really on two cores
     rng = np.random.default_rng(3)
     weights = rng.standard_normal((300, 17)).astype(np.float32)
     grads = [rng.standard_normal((300, 17)).astype(np.float32) for _ in range(3)]
@@ -187,8 +193,8 @@ def test_blocked_adam_is_the_whole_array_formula_bit_for_bit(cls, weight_decay, 
 
 def train(sparse, optimizer, cores, monkeypatch, distribution="uniform"):
     "Three steps on a table: the final weights."
-    monkeypatch.setattr(autograd._Workers, "count", cores)
-    monkeypatch.setattr(autograd, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(fast._Workers, "count", cores)
+    monkeypatch.setattr(fast, "PARALLEL_MIN_BYTES", 0)
     rng = np.random.default_rng(4)
     table = Embedding.from_pretrained(rng.standard_normal((500, 24)).astype(np.float32), freeze=False, sparse=sparse)
     opt = optimizer([table.weight])
