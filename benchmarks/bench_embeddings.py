@@ -30,6 +30,7 @@ import numpy as np
 from tinytorch.core.optimizers import SGD, Adam, SparseAdam
 from tinytorch.text.embeddings import Embedding
 
+from _kernels import add_kernels_option, use_kernels
 from _torch_reference import settle, torch, torch_text
 
 GPT2 = dict(name="GPT-2 (50257x768, 8x1024 ids)", key="gpt2", vocab_size=50257, dim=768, batch=8, seq=1024)
@@ -276,9 +277,11 @@ def main(argv=None):
     parser.add_argument("--small", action="store_true", help="only the small size (quick)")
     parser.add_argument("--repeat", type=int, default=15,
                         help="rounds per row (dense Adam rows: a third of them); each implementation's best is kept")
+    add_kernels_option(parser)
     args = parser.parse_args(argv)
     rng = np.random.default_rng(0)
     print(f"numpy {np.__version__}; torch {torch_text()}")
+    print(use_kernels(args.kernels))
     # The vocabulary-size rows first: their 1,000,000-row tables are freed (and returned to the OS) before
     # the comparisons start, whose PyTorch column keeps its allocator's memory; printed in the usual order.
     # --small keeps its 1,000,000-row table at 64 MB (d=16; the step briefly holds two copies), so the

@@ -24,6 +24,7 @@ from tinytorch.text.embeddings import Embedding
 from tinytorch.text.quantization import (QuantizedEmbedding, best_seconds, bytes_per_token, memcpy_bandwidth,
                                          table_bytes)
 
+from _kernels import add_kernels_option, use_kernels
 from _torch_reference import torch, torch_text
 
 GPT2 = dict(name="GPT-2 (50257x768, 8x1024 ids, 1024 bags)", vocab_size=50257, dim=768, tokens=8 * 1024, bags=1024)
@@ -153,6 +154,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--small", action="store_true", help="a small table only (quick)")
     parser.add_argument("--repeat", type=int, default=5, help="runs per measurement; the best is kept")
+    add_kernels_option(parser)
     args = parser.parse_args(argv)
     config = SMALL if args.small else GPT2
     rng = np.random.default_rng(0)
@@ -161,6 +163,7 @@ def main(argv=None):
     offsets = random_offsets(config["tokens"], config["bags"], rng)
 
     print(f"numpy {np.__version__}; torch {torch_text('not installed (pip install torch==2.13.0 adds its columns)')}")
+    print(use_kernels(args.kernels))
     bandwidth = memcpy_bandwidth(repeat=args.repeat)
     print(f"memcpy bandwidth: {bandwidth / 1e9:.1f} GB/s (np.copyto of 256 MB; bytes copied / time)")
 

@@ -21,6 +21,7 @@ import numpy as np
 from tinytorch.core.optimizers import AdamW
 from tinytorch.models import TransformerConfig, TransformerLM, config_to_hf, to_hf
 
+from _kernels import add_kernels_option, use_kernels
 from _torch_reference import settle, torch, torch_text
 
 try:
@@ -89,6 +90,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--small", action="store_true", help="the small configuration (seconds)")
     parser.add_argument("--repeat", type=int, default=5, help="runs per measurement; the best is kept (default: 5)")
+    add_kernels_option(parser)
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error(f"--repeat must be >= 1; got {args.repeat}")
@@ -100,6 +102,7 @@ def main(argv=None):
     ids = rng.integers(0, size["vocab_size"], size=(size["batch"], size["seq"] + 1))
     parameters = sum(p.size for p in model.parameters())
     print(f"{size['name']}: {parameters:,} parameters; decoding: {PROMPT}-token prompt + {NEW_TOKENS} greedy tokens")
+    print(use_kernels(args.kernels))
 
     runners = {"tinytorch": tinytorch_runners(model, ids)}
     if torch is not None:
