@@ -347,7 +347,7 @@ class TransformerLM(Module):
         return logits[0] if single else logits
 
     def generate(self, ids, max_new_tokens, temperature=0.0, use_cache=True, seed=None):
-        "Continue ids (B, T) or (T,) by `max_new_tokens` tokens; greedy at temperature 0 (`generation_dev.ipynb`)."
+        "Continue ids (B, T) or (T,) by `max_new_tokens` tokens; greedy at temperature 0 (see `generation.generate`)."
         return generate(self, ids, max_new_tokens, temperature, use_cache, seed)
 
     def new_caches(self):
