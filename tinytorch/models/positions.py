@@ -16,7 +16,8 @@ import numpy as np
 from ..core.autograd import no_grad
 from ..core.losses import cross_entropy
 from ..core.optimizers import AdamW
-from . import TransformerConfig, TransformerLM, train_language_model
+from .train import train_language_model
+from .transformer import TransformerConfig, TransformerLM
 from ..text.corpus import load_corpus
 from ..text.tokenization import WordTokenizer
 
