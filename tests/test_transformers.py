@@ -280,3 +280,27 @@ def test_gpt2_input_block_is_module_11s_positional_encoding_with_a_start(rng):
     assert np.allclose(step, expected, atol=1e-5)
     assert np.array_equal(positions(model.transformer.wte(ids[:, 3:]), start=3).data,
                           (model.transformer.wte(ids[:, 3:]) + model.transformer.wpe(np.array([3]))).data)
+
+
+@pytest.mark.parametrize("position", ["learned", "sinusoidal", "rope", "none"])
+def test_the_input_block_is_module_11s_embedding_layer_under_hugging_face_names(position):
+    "TransformerLM reads its input through module 11's EmbeddingLayer; the parameters keep GPT-2's names, once each."
+    from tinytorch.models import TransformerConfig, TransformerLM
+    from tinytorch.text.embeddings import EmbeddingLayer
+    model = TransformerLM(TransformerConfig(vocab_size=37, max_seq_len=16, d_model=16, num_layers=1, num_heads=2,
+                                            position=position), seed=0)
+    block = model.input_block
+    assert isinstance(block, EmbeddingLayer)
+    assert block.token_embedding is model.transformer.wte and block.dropout is model.transformer.drop
+    assert block.position_encoding is getattr(model.transformer, "wpe", None)
+    assert block.scale_embeddings == (position == "sinusoidal")
+    names = [name for name, _ in model.named_parameters()]
+    assert not any(name.startswith("input_block") for name in names) and len(names) == len(set(names))
+    assert ("transformer.wpe.weight" in names) == (position == "learned")
+    ids = np.array([[1, 5, 7]])
+    model.eval()
+    expected = block(ids).data
+    x = model.transformer.wte(ids).data * (np.sqrt(16) if position == "sinusoidal" else 1)
+    if position in ("learned", "sinusoidal"):
+        x = x + (model.transformer.wpe.weight.data if position == "learned" else model.transformer.wpe.table)[:3]
+    np.testing.assert_allclose(expected, x, rtol=1e-6, atol=1e-6)

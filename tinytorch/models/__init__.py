@@ -4,18 +4,18 @@
 
 # %% auto #0
 __all__ = ['ARCHITECTURES', 'POSITIONS', 'LayerNorm', 'RMSNorm', 'silu', 'GELUMLP', 'SwiGLUMLP', 'TransformerConfig',
-           'DecoderBlock', 'ModuleGroup', 'TransformerLM', 'pick_tokens', 'generate', 'config_from_hf', 'config_to_hf',
-           'to_hf', 'from_hf', 'TrainingRun', 'unigram_loss', 'random_windows', 'evaluation_loss',
-           'train_language_model']
+           'DecoderBlock', 'LearnedPositions', 'ModuleGroup', 'TransformerLM', 'pick_tokens', 'generate',
+           'config_from_hf', 'config_to_hf', 'to_hf', 'from_hf', 'TrainingRun', 'unigram_loss', 'random_windows',
+           'evaluation_loss', 'train_language_model']
 
 # %% ../../modules/13_transformers/models_dev.ipynb #14ca1aff
 from .transformer import ARCHITECTURES, POSITIONS, LayerNorm, RMSNorm, silu, GELUMLP, SwiGLUMLP
-from .transformer import TransformerConfig, DecoderBlock, ModuleGroup, TransformerLM
+from .transformer import TransformerConfig, DecoderBlock, LearnedPositions, ModuleGroup, TransformerLM
 from .generation import pick_tokens, generate
 from .hf import config_from_hf, config_to_hf, to_hf, from_hf
 from .train import TrainingRun, unigram_loss, random_windows, evaluation_loss, train_language_model
 
 _all_ = ['ARCHITECTURES', 'POSITIONS', 'LayerNorm', 'RMSNorm', 'silu', 'GELUMLP', 'SwiGLUMLP', 'TransformerConfig',
-         'DecoderBlock', 'ModuleGroup', 'TransformerLM', 'pick_tokens', 'generate', 'config_from_hf', 'config_to_hf',
+         'DecoderBlock', 'LearnedPositions', 'ModuleGroup', 'TransformerLM', 'pick_tokens', 'generate', 'config_from_hf', 'config_to_hf',
          'to_hf', 'from_hf', 'TrainingRun', 'unigram_loss', 'random_windows', 'evaluation_loss',
          'train_language_model']

@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['ARCHITECTURES', 'POSITIONS', 'LayerNorm', 'RMSNorm', 'silu', 'GELUMLP', 'SwiGLUMLP', 'TransformerConfig',
-           'DecoderBlock', 'ModuleGroup', 'TransformerLM']
+           'DecoderBlock', 'LearnedPositions', 'ModuleGroup', 'TransformerLM']
 
 # %% ../../modules/13_transformers/transformers_dev.ipynb #9a88e9d4
 import math
@@ -19,7 +19,8 @@ from ..core.losses import cross_entropy
 from ..core.tensor import Tensor
 from ..core.validation import positive_int
 from .generation import generate   # the decoding loop: generation_dev.ipynb, after this notebook
-from ..text.embeddings import Embedding, RotaryEmbedding, SinusoidalPositionalEncoding, as_token_ids
+from ..text.embeddings import (Embedding, EmbeddingLayer, PositionalEncoding, RotaryEmbedding,
+                                      SinusoidalPositionalEncoding, as_token_ids, embedding)
 
 # %% ../../modules/13_transformers/transformers_dev.ipynb #478c058e
 class LayerNorm(Module):
@@ -162,7 +163,7 @@ class TransformerConfig:
     rounded up to a multiple of 32 (llama); `head_dim` to d_model // num_heads; `norm_eps` to 1e-5 (gpt2)
     or 1e-6 (llama); `tie_embeddings` and `bias` to the family's choice.
     `position` (one of `POSITIONS`) defaults to the family's scheme, "learned" (gpt2) or "rope" (llama); any
-    other choice swaps only the position scheme: "learned" an `Embedding(max_seq_len, d)` added to the tokens,
+    other choice swaps only the position scheme: "learned" module 11's learned positions (`LearnedPositions`, table `weight`),
     "sinusoidal" the fixed table of module 11 (`max_seq_len` rows), "rope" rotated queries and keys,
     "alibi" linear biases on the attention scores (module 12), "none" no position information at all
     (NoPE: only the causal mask orders the tokens). Hugging Face conversion needs the family's own scheme.
@@ -249,6 +250,23 @@ class DecoderBlock(Module):
         ### END SOLUTION
 
 # %% ../../modules/13_transformers/transformers_dev.ipynb #fa18ce6e
+class LearnedPositions(PositionalEncoding):
+    """GPT-2's `wpe`: module 11's learned positions, its table named `weight` as Hugging Face names it."""
+    table_name = "weight"
+
+    @property
+    def position_embeddings(self):
+        "The table, under the name module 11's `forward` reads."
+        return self.weight
+
+    def forward(self, x, start=0):
+        """x (*, seq, d) floats -> x + weight[start:start+seq] (module 11's forward); or integer position ids (*)
+        -> their rows (*, d), as `nn.Embedding` wpe is used in nanoGPT and Hugging Face."""
+        if np.asarray(x.data if isinstance(x, Tensor) else x).dtype.kind in "iu":
+            return embedding(x, self.weight)
+        return super().forward(x, start)
+
+
 class ModuleGroup(Module):
     "A named group of sub-modules (like Hugging Face's `transformer` or `model`): `ModuleGroup(wte=..., h=[...])`."
 
@@ -263,6 +281,8 @@ class TransformerLM(Module):
     `config`: a `TransformerConfig` (arch "gpt2" or "llama"). GPT-2 parameters live under `transformer`
     (`wte`, `wpe`, `h.i`, `ln_f`), LLaMA's under `model` (`embed_tokens`, `layers.i`, `norm`) plus `lm_head`
     when the head is untied. Weights are drawn N(0, 0.02) with zero biases (GPT-2's initialisation).
+    The input block is module 11's `EmbeddingLayer` (`input_block`), made of the token table, the position
+    module and the dropout listed here under their Hugging Face names.
     `config.position` picks the position scheme; a learned or sinusoidal table is `transformer.wpe` (gpt2) or
     `model.embed_positions` (llama), RoPE and ALiBi live inside the attention layers, "none" adds nothing. With
     the sinusoidal table the token vectors are multiplied by sqrt(d_model) first, as in the Transformer paper.
@@ -272,14 +292,15 @@ class TransformerLM(Module):
         self.config = c = config
         seeds = _seeds(seed, c.num_layers + 3)
         tokens = Embedding(c.vocab_size, c.d_model, init="gpt2", seed=seeds[0])
-        table = (Embedding(c.max_seq_len, c.d_model, init="gpt2", seed=seeds[1]) if c.position == "learned" else
+        table = (LearnedPositions(c.max_seq_len, c.d_model, init="gpt2", seed=seeds[1]) if c.position == "learned" else
                  SinusoidalPositionalEncoding(c.max_seq_len, c.d_model) if c.position == "sinusoidal" else None)
+        drop = Dropout(c.dropout if c.arch == "gpt2" else 0.0)                # LLaMA has no embedding dropout
         rope = (RotaryEmbedding(c.head_dim, max_seq_len=c.max_seq_len, base=c.rope_theta, interleaved=False)
                 if c.position == "rope" else None)
         if c.arch == "gpt2":
             self.transformer = ModuleGroup(
                 wte=tokens, **({} if table is None else {"wpe": table}),
-                drop=Dropout(c.dropout),
+                drop=drop,
                 h=[DecoderBlock(c, rope=rope, seed=seeds[3 + i]) for i in range(c.num_layers)],
                 ln_f=LayerNorm(c.d_model, c.norm_eps))
         else:
@@ -289,6 +310,13 @@ class TransformerLM(Module):
                 norm=RMSNorm(c.d_model, c.norm_eps))
         if not c.tie_embeddings:
             self.lm_head = Linear(c.d_model, c.vocab_size, bias=False, seed=seeds[2])
+        # The input block is module 11's EmbeddingLayer, built around the parts above, which keep their Hugging Face
+        # names (assigned last, so every parameter is reached first under those names). vocab_size=1: its own token
+        # table is replaced at once, so none is drawn for nothing.
+        self.input_block = EmbeddingLayer(1, c.d_model, max_seq_len=c.max_seq_len, pos_encoding=None,
+                                          scale_embeddings=c.position == "sinusoidal")
+        self.input_block.token_embedding, self.input_block.position_encoding = tokens, table
+        self.input_block.dropout, self.input_block.vocab_size = drop, c.vocab_size
         self._init_weights(np.random.default_rng(seeds[2]))
 
     @property
@@ -328,18 +356,10 @@ class TransformerLM(Module):
         start = 0 if caches is None else caches[0].length
         if caches is not None and len(caches) != c.num_layers:
             raise ValueError(f"caches must hold one KVCache per block ({c.num_layers}); got {len(caches)}")
-        x, table = self.token_embedding(ids), self.position_table
-        if table is not None:
-            if start + ids.shape[1] > c.max_seq_len:
-                raise ValueError(f"positions {start}..{start + ids.shape[1] - 1} exceed the {c.position} position "
-                                 f"table of max_seq_len={c.max_seq_len} rows")
-            positions = np.arange(start, start + ids.shape[1])
-            if c.position == "learned":
-                x = x + table(positions)
-            else:   # as Vaswani et al. 2017 (3.4): token vectors times sqrt(d), else the ±1 table drowns them
-                x = table(x * math.sqrt(c.d_model), start=start)
-        if c.arch == "gpt2":
-            x = self.transformer.drop(x)
+        if self.position_table is not None and start + ids.shape[1] > c.max_seq_len:
+            raise ValueError(f"positions {start}..{start + ids.shape[1] - 1} exceed the {c.position} position "
+                             f"table of max_seq_len={c.max_seq_len} rows")
+        x = self.input_block(ids, start=start)    # module 11: tokens (× sqrt(d) with sinusoidal), + positions, dropout
         for i, block in enumerate(self.blocks):
             x = block(x, cache=None if caches is None else caches[i])
         x = self.transformer.ln_f(x) if c.arch == "gpt2" else self.model.norm(x)
