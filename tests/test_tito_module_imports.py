@@ -13,6 +13,11 @@ One exception, by design: `tinytorch.core.autograd` (module 05, as TinyTorch
 numbers it) is available to every module. `Tensor` (module 01) imports the
 engine rather than being monkey-patched by it later, so the engine is needed
 from module 01 on; module 05 is where the learner studies and rewrites it.
+
+A re-export is not a use: when a name moved to a later module, an exported cell
+may import it back and list it in nbdev's `_all_` in the same cell (module 11
+re-exports RoPE, which lives with attention in module 12), so old import paths
+keep working. Such an import counts only if it brings a name `_all_` omits.
 """
 import ast
 import re
@@ -43,12 +48,24 @@ def owners(modules) -> dict[str, int]:
     return owner
 
 
+def reexported_names(tree) -> set[str]:
+    """The names of an nbdev `_all_ = [...]` list in `tree` (a cell's re-exports), or none."""
+    return {element.value for node in ast.walk(tree) if isinstance(node, ast.Assign)
+            and any(isinstance(target, ast.Name) and target.id == "_all_" for target in node.targets)
+            and isinstance(node.value, (ast.List, ast.Tuple))
+            for element in node.value.elts if isinstance(element, ast.Constant)}
+
+
 def imported_modules(source: str, known: set[str]) -> set[str]:
     """The `tinytorch...` modules that `source` imports (import statements, importlib/importorskip calls)."""
     lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]  # IPython magics
+    tree = ast.parse("\n".join(lines))
+    reexported = reexported_names(tree)
     found = set()
-    for node in ast.walk(ast.parse("\n".join(lines))):
+    for node in ast.walk(tree):
         names = []
+        if isinstance(node, ast.ImportFrom) and node.names and all(alias.name in reexported for alias in node.names):
+            continue                                                    # a re-export (see the module docstring)
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -91,6 +108,15 @@ def test_a_later_module_import_is_caught():
     assert violations(source, 1, owner) == [f"{PACKAGE}.core.layers (module 03)",
                                             f"{PACKAGE}.text.nothing (no notebook exports it)"]
     assert violations(source.replace("text.nothing", "core.tensor"), 3, owner) == []
+
+
+def test_a_reexport_listed_in_all_is_not_a_use_but_anything_more_is():
+    owner = {f"{PACKAGE}.core.tensor": 1, f"{PACKAGE}.text.embeddings": 11, f"{PACKAGE}.core.attention": 12}
+    reexport = f"from {PACKAGE}.core.attention import RotaryEmbedding, rotate_pairs\n_all_ = ['RotaryEmbedding', 'rotate_pairs']\n"
+    assert violations(reexport, 11, owner) == []
+    used = reexport.replace("rotate_pairs\n", "rotate_pairs, scaled_dot_product_attention\n", 1)
+    assert violations(used, 11, owner) == [f"{PACKAGE}.core.attention (module 12)"]
+    assert violations(reexport.replace("_all_", "names"), 11, owner) == [f"{PACKAGE}.core.attention (module 12)"]
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda module: module.label)
