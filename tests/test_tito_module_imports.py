@@ -9,7 +9,7 @@ Which module owns a `tinytorch.*` module is read from the notebooks' own
 `#| default_exp` lines (and any cell-level `#| export <module>`), not from a
 hand-written list.
 
-Two exceptions, by design:
+Three exceptions, by design:
 - `tinytorch.core.autograd` and its kernel table `tinytorch.core.kernels` (module 05,
   as TinyTorch numbers it) are available to every module. `Tensor` (module 01)
   imports the engine rather than being monkey-patched by it later, so the engine is
@@ -17,6 +17,10 @@ Two exceptions, by design:
 - an import inside a module-level `__getattr__` (PEP 562) is not counted: that is how
   a name that moved to a later module (module 18's `PARALLEL_MIN_BYTES`, say) stays
   importable from where it was, loaded only when old code asks for it.
+- a re-export is not a use: when a name moved to a later module, an exported cell
+  may import it back and list it in nbdev's `_all_` in the same cell (module 11
+  re-exports RoPE, which lives with attention in module 12), so old import paths
+  keep working. Such an import counts only if it brings a name `_all_` omits.
 """
 import ast
 import re
@@ -47,16 +51,28 @@ def owners(modules) -> dict[str, int]:
     return owner
 
 
+def reexported_names(tree) -> set[str]:
+    """The names of an nbdev `_all_ = [...]` list in `tree` (a cell's re-exports), or none."""
+    return {element.value for node in ast.walk(tree) if isinstance(node, ast.Assign)
+            and any(isinstance(target, ast.Name) and target.id == "_all_" for target in node.targets)
+            and isinstance(node.value, (ast.List, ast.Tuple))
+            for element in node.value.elts if isinstance(element, ast.Constant)}
+
+
 def imported_modules(source: str, known: set[str]) -> set[str]:
     """The `tinytorch...` modules that `source` imports (import statements, importlib/importorskip calls)."""
     lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]  # IPython magics
-    found, tree = set(), ast.parse("\n".join(lines))
+    tree = ast.parse("\n".join(lines))
+    reexported = reexported_names(tree)
     lazy = {id(inner) for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "__getattr__"
             for inner in ast.walk(node)}                       # lazy re-exports of names that moved later
+    found = set()
     for node in ast.walk(tree):
         if id(node) in lazy:
             continue
         names = []
+        if isinstance(node, ast.ImportFrom) and node.names and all(alias.name in reexported for alias in node.names):
+            continue                                                    # a re-export (see the module docstring)
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -99,6 +115,15 @@ def test_a_later_module_import_is_caught():
     assert violations(source, 1, owner) == [f"{PACKAGE}.core.layers (module 03)",
                                             f"{PACKAGE}.text.nothing (no notebook exports it)"]
     assert violations(source.replace("text.nothing", "core.tensor"), 3, owner) == []
+
+
+def test_a_reexport_listed_in_all_is_not_a_use_but_anything_more_is():
+    owner = {f"{PACKAGE}.core.tensor": 1, f"{PACKAGE}.text.embeddings": 11, f"{PACKAGE}.core.attention": 12}
+    reexport = f"from {PACKAGE}.core.attention import RotaryEmbedding, rotate_pairs\n_all_ = ['RotaryEmbedding', 'rotate_pairs']\n"
+    assert violations(reexport, 11, owner) == []
+    used = reexport.replace("rotate_pairs\n", "rotate_pairs, scaled_dot_product_attention\n", 1)
+    assert violations(used, 11, owner) == [f"{PACKAGE}.core.attention (module 12)"]
+    assert violations(reexport.replace("_all_", "names"), 11, owner) == [f"{PACKAGE}.core.attention (module 12)"]
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda module: module.label)
