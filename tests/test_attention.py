@@ -217,3 +217,14 @@ def test_a_cache_of_another_batch_is_refused_and_left_unchanged(rng):
         with pytest.raises(ValueError, match="holds 2 sequences"):
             mha(rng.standard_normal((1, 1, 8)), cache=cache)
     assert cache.length == 3
+
+
+def test_rope_lives_with_attention_and_is_importable_from_both_places():
+    """RoPE moved from module 11 to attention (core must not import text); the old import path still works."""
+    from tinytorch.core import attention
+    from tinytorch.text import embeddings
+
+    for name in ("rotate_pairs", "RotaryBackward", "ROPE_CACHE_FACTOR", "RotaryEmbedding"):
+        assert getattr(embeddings, name) is getattr(attention, name), name
+        assert name in embeddings.__all__ and name in attention.__all__, name
+    assert attention.RotaryEmbedding.__module__ == "tinytorch.core.attention"

@@ -114,7 +114,7 @@ def test_positional_encoding_gradcheck_table_and_input(rng):
 def test_positional_encoding_names_init_and_errors():
     pos = PositionalEncoding(6, 4, init="gpt2", seed=0)
     assert [name for name, _ in pos.named_parameters()] == ["position_embeddings"]
-    assert repr(pos) == "PositionalEncoding(6, 4, init='gpt2')"
+    assert repr(pos) == "LearnedPositionalEncoding(6, 4, init='gpt2')"   # PositionalEncoding is its old name
     with pytest.raises(ValueError, match=r"sequence length 7 exceeds max_seq_len=6"):
         pos(np.zeros((1, 7, 4)))
     with pytest.raises(ValueError, match=r"\(seq, 4\) or \(batch, seq, 4\); got \(2, 5\)"):
@@ -299,7 +299,7 @@ def test_embedding_layer_padding_seed_aliases_and_repr():
     assert not np.array_equal(layer.token_embedding.weight.data[1:5],
                               layer.position_encoding.position_embeddings.data[:4]), "tables get different seeds"
     text = repr(layer)
-    assert text.startswith("EmbeddingLayer(\n  10, 4, max_seq_len=512, pos_encoding='learned'\n")
+    assert text.startswith("EmbeddingLayer(\n  10, 4, max_seq_len=512, position='learned'\n")
     assert "(token_embedding): Embedding(10, 4, padding_idx=0)" in text and "(dropout): Dropout(p=0.0)" in text
 
 
@@ -339,4 +339,4 @@ def test_tables_share_creation_reset_from_pretrained_and_repr():
         module.reset_parameters()
         assert not np.array_equal(table.data, before), f"{cls.__name__}.reset_parameters draws again"
         assert repr(module).startswith(f"{cls.__name__}(4, 2")
-    assert repr(PositionalEncoding(6, 3, init="gpt2")) == "PositionalEncoding(6, 3, init='gpt2')"
+    assert repr(PositionalEncoding(6, 3, init="gpt2")) == "LearnedPositionalEncoding(6, 3, init='gpt2')"

@@ -252,12 +252,15 @@ class DecoderBlock(Module):
 # %% ../../modules/13_transformers/transformers_dev.ipynb #fa18ce6e
 class LearnedPositions(PositionalEncoding):
     """GPT-2's `wpe`: module 11's learned positions, its table named `weight` as Hugging Face names it."""
-    table_name = "weight"
 
     @property
     def position_embeddings(self):
-        "The table, under the name module 11's `forward` reads."
+        "The table, under the name module 11's code reads and writes; stored as `weight`."
         return self.weight
+
+    @position_embeddings.setter
+    def position_embeddings(self, table):
+        self.weight = table
 
     def forward(self, x, start=0):
         """x (*, seq, d) floats -> x + weight[start:start+seq] (module 11's forward); or integer position ids (*)

@@ -11,7 +11,7 @@ import numpy as np
 from ..core.autograd import Function
 from ..core.tensor import Tensor
 from ..core.validation import flag, one_of, size
-from .embeddings import SHOWN, Table, as_token_ids, padding_index, table_grad
+from .embeddings import SHOWN, Table, as_token_ids, init_table, padding_index, table_grad
 
 # %% ../../modules/11_embeddings/bag_dev.ipynb #bb930424
 BAG_MODES = ("sum", "mean", "max")
@@ -202,7 +202,7 @@ class EmbeddingBag(Table):
         self.mode = one_of("mode", mode, BAG_MODES)
         self.include_last_offset, self.sparse = flag("include_last_offset", include_last_offset), flag("sparse", sparse)
         self.padding_idx = padding_index(padding_idx, self.vocab_size)
-        self.create_table(self.vocab_size, self.embedding_dim, init, dtype, device, seed, _weight)
+        self.create_table(init_table, self.vocab_size, self.embedding_dim, init, dtype, device, seed, _weight)
 
     def forward(self, indices, offsets=None, per_sample_weights=None):
         "Bags of ids (B, N), or (n,) with offsets -> (B, embedding_dim)."
