@@ -54,10 +54,10 @@ def test_position_and_its_seed_spelling_pos_encoding_build_the_same_layer(scheme
 
 
 def test_position_spelling_errors_name_the_spelling_used():
-    with pytest.raises(ValueError, match=r"unknown position 'rope'; choose one of 'learned', 'sinusoidal', None"):
-        EmbeddingLayer(10, 4, position="rope")
-    with pytest.raises(ValueError, match=r"unknown pos_encoding 'rope'"):
-        EmbeddingLayer(10, 4, pos_encoding="rope")
+    with pytest.raises(ValueError, match=r"unknown position 'abs'; choose one of 'learned', 'sinusoidal', 'none'"):
+        EmbeddingLayer(10, 4, position="abs")
+    with pytest.raises(ValueError, match=r"unknown pos_encoding 'abs'"):
+        EmbeddingLayer(10, 4, pos_encoding="abs")
     with pytest.raises(TypeError, match=r"got both position='sinusoidal' and pos_encoding=None"):
         EmbeddingLayer(10, 4, position="sinusoidal", pos_encoding=None)
     assert POS_ENCODINGS == ("learned", "sinusoidal", None)
@@ -133,3 +133,23 @@ def test_reset_parameters_uses_the_learners_init_table_from_the_hook():
     again = Embedding(40, 6, init="gpt2", padding_idx=3, seed=1)
     again.reset_parameters()
     assert np.array_equal(again.weight.data, emb.weight.data), "the same generator, the same second draw"
+
+
+# ---------------------------------------------------------------- one list of position schemes (modules 11 and 13)
+
+
+def test_module_13_takes_module_11s_position_names_the_same_tuple():
+    from tinytorch.models import POSITIONS as model_positions
+    from tinytorch.text.embeddings import POSITIONS
+
+    assert model_positions is POSITIONS and POSITIONS == ("learned", "sinusoidal", "rope", "alibi", "none")
+    assert EmbeddingLayer(10, 4, position="none").position_encoding is None
+    assert EmbeddingLayer(10, 4, position=None).position_encoding is None
+
+
+@pytest.mark.parametrize("scheme", ["rope", "alibi"])
+def test_the_input_block_refuses_attention_schemes_and_says_where_they_go(scheme):
+    for kwargs, name in (({"position": scheme}, "position"), ({"pos_encoding": scheme}, "pos_encoding")):
+        with pytest.raises(ValueError, match=rf"{name}='{scheme}' acts inside attention \(module 12\).*"
+                                             rf"TransformerConfig\(position='{scheme}'\)"):
+            EmbeddingLayer(10, 4, **kwargs)

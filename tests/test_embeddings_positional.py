@@ -310,8 +310,8 @@ def test_embedding_layer_bad_inputs():
         layer(np.zeros((2, 7), dtype=np.int64))
     with pytest.raises(ValueError, match=r"sequence length 7 exceeds max_seq_len=6"):
         EmbeddingLayer(10, 4, max_seq_len=6, pos_encoding="sinusoidal")(list(range(7)))
-    with pytest.raises(ValueError, match=r"unknown pos_encoding 'rope'; choose one of 'learned', 'sinusoidal', None"):
-        EmbeddingLayer(10, 4, pos_encoding="rope")
+    with pytest.raises(ValueError, match=r"unknown pos_encoding 'rotary'; choose one of 'learned', 'sinusoidal', 'none'"):
+        EmbeddingLayer(10, 4, pos_encoding="rotary")
     with pytest.raises(ValueError, match="single id"):
         layer(3)
     with pytest.raises(IndexError, match=r"token id 10 .* \[0, 10\)"):

@@ -161,7 +161,7 @@ def test_tables_refuse_positions_past_max_seq_len_and_others_do_not():
 
 @pytest.mark.parametrize("bad", ["absolute", "ALiBi", 1])
 def test_unknown_scheme_is_refused(bad):
-    with pytest.raises(ValueError, match=r"position must be one of .*'alibi'"):
+    with pytest.raises(ValueError, match=r"unknown position .*; choose one of .*'alibi'"):
         TransformerConfig(position=bad)
 
 

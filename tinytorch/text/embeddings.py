@@ -6,7 +6,7 @@
 __all__ = ['PositionalEncoding', 'EmbeddingBackward', 'init_table', 'Embedding', 'create_sinusoidal_embeddings',
            'SinusoidalPositionalEncoding', 'LearnedPositionalEncoding', 'EmbeddingLayer', 'FactorizedEmbedding',
            'lookup', 'embedding', 'ROPE_CACHE_FACTOR', 'RotaryBackward', 'RotaryEmbedding', 'rotate_pairs',
-           'GPT2_INIT_STD', 'INITS', 'POS_ENCODINGS', 'SHOWN', 'Table', 'as_token_ids', 'lookup_options',
+           'GPT2_INIT_STD', 'INITS', 'POSITIONS', 'POS_ENCODINGS', 'SHOWN', 'Table', 'as_token_ids', 'lookup_options',
            'padding_index', 'position_window', 'renorm_rows_', 'table_grad']
 
 # %% ../../modules/11_embeddings/embeddings_dev.ipynb #32590710
@@ -20,13 +20,13 @@ from ..core.autograd import Function, RowSparseGrad
 from ..core.layers import Dropout, Module, Parameter
 from ..core.tensor import Tensor
 from ..core.validation import flag, float_dtype, new_rng, number_above, one_of, positive_int
-from .embedding_options import (GPT2_INIT_STD, INITS, POS_ENCODINGS, SHOWN, UNSET, EmbeddingLayerOptions,
+from .embedding_options import (GPT2_INIT_STD, INITS, POSITIONS, POS_ENCODINGS, SHOWN, UNSET, EmbeddingLayerOptions,
     EmbeddingOptions, FactorizedOptions, PositionTable, SinusoidalOptions, Table, allocatable, as_table, as_token_ids,
     check_sequence, child_seeds, hidden_states, lookup_options, lookup_with_options, one_spelling, padding_index,
     position_window, renorm_rows_, sizes, table_grad)
 
 _all_ = ["ROPE_CACHE_FACTOR", "RotaryBackward", "RotaryEmbedding", "rotate_pairs", "GPT2_INIT_STD", "INITS",
-         "POS_ENCODINGS", "SHOWN", "Table", "as_token_ids", "lookup_options", "padding_index", "position_window",
+         "POSITIONS", "POS_ENCODINGS", "SHOWN", "Table", "as_token_ids", "lookup_options", "padding_index", "position_window",
          "renorm_rows_", "table_grad"]
 
 # %% ../../modules/11_embeddings/embeddings_dev.ipynb #df339886
