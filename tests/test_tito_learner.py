@@ -305,3 +305,17 @@ def test_status_counts_exercises_written_out_of_the_stubs_of_a_fresh_release(tmp
     notebook["cells"] = [cell for cell in notebook["cells"] if "BEGIN SOLUTION" not in cell_source(cell)]
     write_notebook(notebook, dev)                    # no markers left: a read-along module
     assert "read-along" in toy_line()
+
+
+def test_a_failed_notebook_cell_is_named_by_the_check_that_raised_not_only_its_first_line():
+    from tito.notebooks import CellFailure, NotebookResult
+
+    traceback = ("\x1b[0;31mAssertionError\x1b[0m  Traceback (most recent call last)\n"
+                 "Cell \x1b[0;32mIn[13], line 30\x1b[0m, in \x1b[0;36mtest_unit_embedding_backward\x1b[0;34m()\x1b[0m\n"
+                 "AssertionError: EmbeddingBackward.backward: row 1\n")
+    failure = CellFailure(13, 8, "def one_hot_grad(ids):\n    pass\n", "AssertionError: row 1", traceback, "")
+    headline = NotebookResult(Path("m.ipynb"), ok=False, failure=failure).headline
+    assert headline == ("cell 13 (code cell 8, `test_unit_embedding_backward`, `def one_hot_grad(ids):`) raised "
+                        "AssertionError: row 1")
+    failure.traceback = "NameError: name 'x' is not defined\n"          # a cell that is not a check
+    assert "(code cell 8, `def one_hot_grad" in NotebookResult(Path("m.ipynb"), ok=False, failure=failure).headline

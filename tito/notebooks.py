@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -35,6 +36,7 @@ from tito.repo import SETTINGS_FILE, Settings, subprocess_env
 
 DEFAULT_TIMEOUT_SECONDS = float(os.environ.get("TITO_NOTEBOOK_TIMEOUT", "600"))
 _OUTPUT_TAIL_CHARS = 2000
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # IPython colours its tracebacks
 
 
 @dataclass
@@ -47,6 +49,12 @@ class CellFailure:
     error: str  # e.g. "AssertionError: shapes differ"
     traceback: str  # plain-text traceback, IPython's own frames removed
     stdout: str  # what the cell printed before it raised (tail)
+
+    @property
+    def test_name(self) -> str | None:
+        """The notebook check that raised (`test_unit_...`), from the traceback's frames; None when no test ran."""
+        match = re.search(r"\bin (test_\w+)\b", _ANSI.sub("", self.traceback))
+        return match.group(1) if match else None
 
     @property
     def first_line(self) -> str:
@@ -72,8 +80,9 @@ class NotebookResult:
             return f"ran {self.cells_run} code cells ({self.cells_skipped} skipped) in {self.seconds:.1f}s"
         if self.failure is not None:
             failure = self.failure
+            what = f"`{failure.test_name}`, " if failure.test_name else ""
             return (
-                f"cell {failure.cell_number} (code cell {failure.code_cell_number}, "
+                f"cell {failure.cell_number} (code cell {failure.code_cell_number}, {what}"
                 f"`{failure.first_line}`) raised {failure.error}"
             )
         return self.problem or "failed"
