@@ -47,7 +47,8 @@ class EmbeddingBackward(Function):
     @staticmethod
     def backward(ctx, grad):
         """TODO: dL/dout (*, d) -> (dL/dweight,): dense (V, d) in the table's dtype, or a `RowSparseGrad` if `sparse`.
-        APPROACH: flatten; mask out padding; sparse: `RowSparseGrad.from_rows`; dense: `kernels.segment_sum`, `np.zeros`.
+        APPROACH: flatten; mask out padding; sparse: `RowSparseGrad.from_rows`; dense: `kernels.segment_sum`, then
+        zeros with the sums at their rows (your module-05 `RowSparseGrad(...).to_dense()` does exactly that).
         EXAMPLE: ids [[0, 1, 1, 2]], padding_idx 0, grad ones (1, 4, d) -> rows [0, 2, 1, 0, 0] (× ones(d))
         HINTS: never `dense[ids] += rows` (the trap above); `.astype(dtype, copy=False)` gives the table's dtype."""
         ### BEGIN SOLUTION
@@ -59,8 +60,7 @@ class EmbeddingBackward(Function):
         if sparse:                                                            # only the rows read, summed
             return (RowSparseGrad.from_rows(ids, rows, (vocab_size, dim)),)
         unique_ids, sums = kernels.segment_sum(ids, rows)                     # (u,), (u, d): repeats added up
-        dense = np.zeros((vocab_size, dim), dtype)                            # (V, d)
-        dense[unique_ids] = sums                                              # unique ids: assignment is safe
+        dense = RowSparseGrad(unique_ids, sums, (vocab_size, dim)).to_dense()  # (V, d): zeros, sums at their rows
         return (dense,)
         ### END SOLUTION
 
