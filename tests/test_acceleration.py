@@ -272,3 +272,16 @@ def test_for_row_blocks_rejects_a_block_size_that_is_not_a_positive_integer(bloc
     grad = fast.from_rows(np.array([0, 2, 2]), np.ones((3, 4), np.float32), (5, 4))
     with pytest.raises(ValueError, match=f"block_rows must be a positive integer or None; got {block_rows}"):
         fast.for_row_blocks(grad, lambda rows, values: None, block_rows)
+
+
+# ---------------------------------------------------------------- module 14's profiler and the lazy gradient
+
+
+def test_the_profiler_counts_a_lazy_sparse_gradient_without_summing_it():
+    from tinytorch import fast
+    from tinytorch.profiler import nbytes
+
+    ids, rows = np.array([3, 1, 3, 3]), np.ones((4, 5), np.float32)
+    grad = fast.from_rows(ids, rows, (10, 5))
+    assert nbytes(grad) == grad.indices.nbytes + 2 * 5 * 4
+    assert grad._values is None                          # still lazy: counting read no rows

@@ -41,6 +41,7 @@ DEMOS = {
     "embeddings": "tito.demos.embeddings",
     "gpt": "tito.demos.gpt",
     "positions": "tito.demos.positions",
+    "profile": "tito.demos.profile",
 }
 
 

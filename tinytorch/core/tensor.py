@@ -750,7 +750,7 @@ class GELUBackward(Function):
     "GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."
     @staticmethod
     def forward(ctx, x):
-        inner = np.tanh(_GELU_C * (x + 0.044715 * x ** 3))
+        inner = np.tanh(_GELU_C * (x + 0.044715 * x * x * x))   # x ** 3 is 100x slower (module 14 measures it)
         ctx.save_for_backward(x, inner)
         return 0.5 * x * (1 + inner)
 
