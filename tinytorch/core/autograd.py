@@ -92,7 +92,7 @@ class Function:
         ctx = Context()
         data = cls.forward(ctx, *(t.data for t in inputs), **options)
         requires_grad = is_grad_enabled() and any(t.requires_grad for t in inputs)
-        out = inputs[0]._from_array(data, requires_grad)  # the tensor class wraps its own results
+        out = inputs[0]._from_array(data, requires_grad, sources=inputs)  # a view of an input shares its versions
         if requires_grad:
             out._grad_fn = cls(ctx, inputs)
             ctx.saved_versions = _saved_versions(ctx.saved, inputs, out)
