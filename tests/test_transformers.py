@@ -304,3 +304,69 @@ def test_the_input_block_is_module_11s_embedding_layer_under_hugging_face_names(
     if position in ("learned", "sinusoidal"):
         x = x + (model.transformer.wpe.weight.data if position == "learned" else model.transformer.wpe.table)[:3]
     np.testing.assert_allclose(expected, x, rtol=1e-6, atol=1e-6)
+
+
+# ================================================================ issue 23: reliability, third pass
+# ---------------------------------------------------------------- defect 2: generate / evaluation_loss and a shared model's mode
+
+def _record_modes_inside(model, pause=None):
+    "Make `model`'s forward note every module's `training` flag when it runs (and wait on `pause` first, if given)."
+    seen, original = [], model.forward
+
+    def forward(*args, **kwargs):
+        seen.append([module.training for _, module in model.named_modules()])
+        if pause is not None:
+            pause[0].set()
+            pause[1].wait(timeout=60)
+        return original(*args, **kwargs)
+    model.forward = forward
+    return seen
+
+
+@pytest.mark.parametrize("mode", [True, False])
+@pytest.mark.parametrize("call", ["generate", "evaluation_loss"])
+def test_generate_and_evaluation_loss_never_switch_the_models_mode(mode, call):
+    from tinytorch.models import evaluation_loss, generate
+    model = tiny("gpt2", dropout=0.5).train(mode)
+    seen = _record_modes_inside(model)
+    ids = np.arange(30) % 37
+    result = generate(model, ids[:4], 5) if call == "generate" else evaluation_loss(model, ids, 8)
+    del model.forward
+    assert seen and all(flags == [mode] * len(flags) for flags in seen), "the mode never changes, even inside"
+    assert model.training is mode
+    reference = tiny("gpt2", dropout=0.5).eval()                         # the same weights, no dropout
+    expected = generate(reference, ids[:4], 5) if call == "generate" else evaluation_loss(reference, ids, 8)
+    np.testing.assert_array_equal(result, expected)                      # and yet no dropout in the call
+
+
+@pytest.mark.parametrize("call", ["generate", "evaluation_loss"])
+def test_a_failing_call_leaves_the_mode_as_it_was(call):
+    from tinytorch.models import evaluation_loss, generate
+    model = tiny("gpt2", dropout=0.5).train()
+
+    def broken(*args, **kwargs):
+        raise FloatingPointError("boom")
+    model.forward = broken
+    with pytest.raises(FloatingPointError):
+        generate(model, [1, 2], 3) if call == "generate" else evaluation_loss(model, np.arange(30) % 37, 8)
+    del model.forward
+    assert all(module.training for _, module in model.named_modules())
+
+
+def test_generating_in_one_thread_leaves_the_model_training_in_another():
+    import threading
+    from tinytorch.models import generate
+    model = tiny("gpt2", dropout=0.5).train()
+    inside, done = threading.Event(), threading.Event()
+    _record_modes_inside(model, pause=(inside, done))
+    generator = threading.Thread(target=lambda: generate(model, [1, 2, 3], 1))
+    generator.start()
+    try:
+        assert inside.wait(timeout=60)                                   # the other thread is mid-generate
+        assert all(module.training for _, module in model.named_modules())
+        drop = model.transformer.drop
+        assert (drop(Tensor(np.ones((8, 16)))).data == 0).any(), "dropout still acts in this (training) thread"
+    finally:
+        done.set()
+        generator.join(timeout=60)
+    del model.forward

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..core.autograd import no_grad
+from ..core.layers import no_dropout
 from ..core.losses import cross_entropy
 from ..core.optimizers import AdamW
 from .train import train_language_model
@@ -121,8 +122,7 @@ def evaluate_copy(model, batches, seen_len=None):
     if model.position_table is not None and length > model.config.max_seq_len:
         return None
     sums = np.zeros((2, 3))                                  # rows: all, new; columns: loss, correct, count
-    model.eval()
-    with no_grad():
+    with no_grad(), no_dropout():                            # the model's own mode is left as it was
         for inputs, targets in batches:
             logits = model(inputs).data                                                  # (B, n, V)
             scored = targets != IGNORE
@@ -133,7 +133,6 @@ def evaluate_copy(model, batches, seen_len=None):
             new = scored & (np.arange(length) >= (seen_len or length))[None, :]
             for row, keep in enumerate((scored, new)):
                 sums[row] += (-picked[keep].sum(), right[keep].sum(), keep.sum())
-    model.train()
     result = {"loss": sums[0, 0] / sums[0, 2], "accuracy": sums[0, 1] / sums[0, 2],
               "loss_new": sums[1, 0] / sums[1, 2] if sums[1, 2] else None,
               "accuracy_new": sums[1, 1] / sums[1, 2] if sums[1, 2] else None}
