@@ -312,7 +312,8 @@ class RowSparseGrad:
         """The gradient of `table[ids]` for a table of `shape` (V, d), given its gradient `rows` (n, d), ids (n,).
 
         Row v is the sum of `rows[k]` over the k with `ids[k] == v` (the `row_sparse_from_rows` kernel: plain,
-        `segment_sum` and the constructor; module 18's reads rows seen once in place).
+        `segment_sum` and the constructor; module 18's reads rows seen once in place, and copies read-only `rows`
+        first: those are the caller's gradient, which it may change after backward).
         """
         return kernels.row_sparse_from_rows(ids, rows, shape)
 
