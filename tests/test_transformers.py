@@ -370,3 +370,31 @@ def test_generating_in_one_thread_leaves_the_model_training_in_another():
         done.set()
         generator.join(timeout=60)
     del model.forward
+
+
+# ---------------------------------------------------------------- defect 5: from_hf keeps the checkpoint's precision
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_from_hf_in_float64_keeps_every_bit_of_a_float64_checkpoint(arch):
+    model = tiny(arch)
+    for p in model.parameters():                       # values float32 cannot hold
+        p.data = p.data.astype(np.float64) + np.float64(1e-12)
+    state = to_hf(model)
+    loaded = from_hf(state, config_to_hf(model.config), dtype=np.float64)
+    for name, value in to_hf(loaded).items():
+        assert value.dtype == np.float64
+        np.testing.assert_array_equal(value, state[name], err_msg=name)
+
+
+def test_from_hf_reads_a_float16_checkpoint_exactly_and_rounds_only_to_the_requested_dtype():
+    model = tiny("gpt2")
+    half = {name: value.astype(np.float16) for name, value in to_hf(model).items()}
+    for dtype in (np.float32, np.float64):              # float16 values are exact in both
+        loaded = to_hf(from_hf(half, config_to_hf(model.config), dtype=dtype))
+        for name, value in loaded.items():
+            assert value.dtype == dtype
+            np.testing.assert_array_equal(value, half[name].astype(dtype), err_msg=name)
+    precise = {name: value.astype(np.float64) + 1e-12 for name, value in to_hf(model).items()}
+    rounded = to_hf(from_hf(precise, config_to_hf(model.config)))      # the default float32: rounded once
+    for name, value in rounded.items():
+        np.testing.assert_array_equal(value, precise[name].astype(np.float32), err_msg=name)

@@ -103,9 +103,12 @@ def from_hf(state_dict, config, dtype=np.float32):
 
     `state_dict`: name -> array (NumPy, or anything `np.asarray` accepts, e.g. CPU torch tensors without grad);
     `config`: the HF config as a dict (`config.to_dict()`) or config object. Missing or unexpected names, or
-    wrong shapes, raise with the names listed; nothing is half-loaded.
+    wrong shapes, raise with the names listed; nothing is half-loaded. The weights are rounded once, from the
+    checkpoint's dtype to `dtype` (default float32): `dtype=np.float64` keeps a float64 checkpoint exactly.
     """
     model = TransformerLM(config_from_hf(config))
+    for p in model.parameters():                  # the dtype first: loading casts into it once, never via float32
+        p.data = p.data.astype(dtype, copy=False)
     transposed = _hf_layout(model)
     arrays = {name: np.asarray(value.detach() if hasattr(value, "detach") else value)
               for name, value in state_dict.items() if not name.endswith(_BUFFER_SUFFIXES)}
@@ -116,6 +119,4 @@ def from_hf(state_dict, config, dtype=np.float32):
             raise ValueError(f"the config ties the head to the token table, but lm_head.weight differs from {table_name}")
     state = {name: (value.T if transposed.get(name) else value) for name, value in arrays.items()}
     model.load_state_dict(state)
-    for p in model.parameters():
-        p.data = p.data.astype(dtype, copy=False)
     return model
