@@ -398,3 +398,43 @@ def test_from_hf_reads_a_float16_checkpoint_exactly_and_rounds_only_to_the_reque
     rounded = to_hf(from_hf(precise, config_to_hf(model.config)))      # the default float32: rounded once
     for name, value in rounded.items():
         np.testing.assert_array_equal(value, precise[name].astype(np.float32), err_msg=name)
+
+
+# ---------------------------------------------------------------- defect 6: only None means "the default"
+
+@pytest.mark.parametrize("name", ["num_kv_heads", "head_dim", "d_ff", "norm_eps"])
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_a_zero_in_the_config_is_refused_naming_the_field_not_replaced_by_the_default(arch, name):
+    with pytest.raises(ValueError, match=rf"{name} must be a positive (int|number).*; got 0"):
+        TransformerConfig(arch=arch, d_model=16, num_heads=4, **{name: 0})
+    defaults = TransformerConfig(arch=arch, d_model=16, num_heads=4, **{name: None})   # None: the family's default
+    assert getattr(defaults, name) == getattr(TransformerConfig(arch=arch, d_model=16, num_heads=4), name)
+
+
+@pytest.mark.parametrize("name, bad, error", [("norm_eps", float("nan"), ValueError), ("norm_eps", -1e-5, ValueError),
+                                              ("norm_eps", float("inf"), ValueError), ("norm_eps", "1e-5", TypeError),
+                                              ("rope_theta", 0, ValueError), ("head_dim", 2.0, TypeError),
+                                              ("d_ff", -4, ValueError), ("num_kv_heads", True, TypeError)])
+def test_invalid_config_values_raise_naming_the_field_and_the_rule(name, bad, error):
+    with pytest.raises(error, match=rf"{name} must be a positive"):
+        TransformerConfig(arch="llama", d_model=16, num_heads=4, **{name: bad})
+
+
+@pytest.mark.parametrize("key, value, field", [("n_inner", 0, "d_ff"), ("layer_norm_epsilon", 0, "norm_eps")])
+def test_from_a_hugging_face_gpt2_config_a_zero_is_refused_not_defaulted(key, value, field):
+    config = config_to_hf(tiny("gpt2").config)
+    config[key] = value
+    with pytest.raises(ValueError, match=rf"{field} must be a positive"):
+        config_from_hf(config)
+    config[key] = None                                  # HF's own "not set": the default
+    assert config_from_hf(config) == tiny("gpt2").config
+
+
+@pytest.mark.parametrize("key, field", [("num_key_value_heads", "num_kv_heads"), ("rope_theta", "rope_theta")])
+def test_from_a_hugging_face_llama_config_a_zero_is_refused_not_defaulted(key, field):
+    config = config_to_hf(tiny("llama").config)
+    config[key] = 0
+    with pytest.raises(ValueError, match=rf"{field} must be a positive"):
+        config_from_hf(config)
+    config[key] = None
+    assert config_from_hf(config).num_kv_heads == (4 if key == "num_key_value_heads" else 2)
