@@ -115,17 +115,34 @@ def test_an_in_place_change_to_the_values_is_what_the_step_uses():
 
 
 @pytest.mark.skipif(torch is None, reason="PyTorch not installed (pip install torch==2.13.0)")
-def test_like_pytorch_the_sparse_gradient_refers_to_the_upstream_gradient():
-    """PyTorch's sparse embedding gradient keeps a view of the upstream gradient (no copy); so does ours, until
-    it is first used. Both see a change made to the upstream array after backward (don't make one)."""
+def test_unlike_pytorch_the_sparse_gradient_does_not_refer_to_the_callers_gradient():
+    """PyTorch's sparse embedding gradient keeps a view of the upstream gradient, so a write into the caller's
+    buffer after backward changes it. Ours copies a caller's (read-only) gradient first (issue 23, defect 3):
+    the same numbers before the write, and no change after it."""
     ids, upstream = np.array([1, 2, 2]), np.ones((3, 3), np.float32)
     ours = Embedding(10, 3, sparse=True)
     ours(ids).backward(upstream)
     theirs = torch.nn.Embedding(10, 3, sparse=True)
-    theirs(torch.from_numpy(ids)).backward(torch.from_numpy(upstream))
-    upstream *= 100
+    theirs(torch.from_numpy(ids)).backward(torch.from_numpy(upstream.copy()))
     np.testing.assert_array_equal(ours.weight.grad.values, theirs.weight.grad.coalesce().values().numpy())
-    np.testing.assert_array_equal(ours.weight.grad.values, [[100, 100, 100], [200, 200, 200]])
+    upstream *= 100
+    np.testing.assert_array_equal(ours.weight.grad.values, [[1, 1, 1], [2, 2, 2]])
+
+
+def test_a_loss_gradient_is_still_read_in_place():
+    "The engine's own upstream (a fresh, writeable array) is not copied: the rows seen once are read where they are."
+    from tinytorch.core import kernels
+    table, seen = Embedding(10, 3, sparse=True), []
+
+    def watched(ids, rows, shape):
+        seen.append(rows)
+        return fast.from_rows(ids, rows, shape)
+    kernels.register("row_sparse_from_rows", watched, mode="fast")
+    try:
+        (table(np.array([1, 2, 4])) * 2.0).sum().backward()
+    finally:
+        kernels.register("row_sparse_from_rows", fast.from_rows, mode="fast")
+    assert seen[0].flags.writeable and table.weight.grad._once[1] is seen[0]
 
 
 def test_backward_does_not_copy_the_callers_gradient_and_no_grad_aliases_it():

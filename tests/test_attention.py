@@ -228,3 +228,36 @@ def test_rope_lives_with_attention_and_is_importable_from_both_places():
         assert getattr(embeddings, name) is getattr(attention, name), name
         assert name in embeddings.__all__ and name in attention.__all__, name
     assert attention.RotaryEmbedding.__module__ == "tinytorch.core.attention"
+
+
+# ================================================================ issue 23: reliability, third pass
+# ---------------------------------------------------------------- defect 4: a float mask row of -inf masks every key
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_float_mask_row_of_minus_inf_is_zero_not_nan_like_a_boolean_one(rng, dtype):
+    q, k, v = (Tensor(rng.standard_normal(shape), requires_grad=True, dtype=dtype) for shape in ((3, 4), (5, 4), (5, 2)))
+    boolean = np.ones((3, 5), bool)
+    boolean[1] = False
+    boolean[2, :3] = False
+    additive = np.where(boolean, 0.0, -np.inf)                 # the same mask written as a float one
+    out = scaled_dot_product_attention(q, k, v, attn_mask=additive)
+    assert out.dtype == dtype and not np.isnan(out.data).any() and np.all(out.data[1] == 0)
+    out.backward(np.ones(out.shape))
+    grads = [t.grad.copy() for t in (q, k, v)]
+    assert not any(np.isnan(g).any() for g in grads) and np.all(grads[0][1] == 0)
+    for t in (q, k, v):
+        t.grad = None
+    reference = scaled_dot_product_attention(q, k, v, attn_mask=boolean)
+    np.testing.assert_array_equal(out.data, reference.data)
+    reference.backward(np.ones(reference.shape))
+    for ours, expected in zip(grads, (q.grad, k.grad, v.grad)):
+        np.testing.assert_allclose(ours, expected, rtol=1e-6, atol=1e-7)
+
+
+def test_a_broadcast_float_mask_with_a_minus_inf_row_masks_that_row_in_every_batch(rng):
+    q, k, v = leaf(rng, 2, 3, 4), leaf(rng, 2, 5, 4), leaf(rng, 2, 5, 2)
+    mask = np.zeros((3, 5))
+    mask[0] = -np.inf
+    out = scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert np.all(out.data[:, 0] == 0) and np.isfinite(out.data).all()
+    assert gradcheck(lambda q, k, v: scaled_dot_product_attention(q, k, v, attn_mask=mask), [q, k, v])

@@ -104,3 +104,23 @@ def test_llama_style_attention_matches_pytorch_forward_and_gradients(torch, rng)
     assert np.allclose(x.grad, tx.grad.numpy(), atol=1e-10)
     for name, tensor in weight.items():
         assert np.allclose(getattr(mha, name).weight.grad, tensor.grad.numpy(), atol=1e-10)
+
+
+# ================================================================ issue 23: reliability, third pass
+# ---------------------------------------------------------------- defect 4: a float mask row of -inf, as PyTorch
+
+@pytest.mark.parametrize("rows", ["one row", "every row of one batch", "partly -inf"])
+def test_a_float_mask_of_minus_inf_rows_matches_pytorch_values_and_gradients(torch, rng, rows):
+    import torch.nn.functional as F
+    (q, tq), (k, tk), (v, tv) = both(rng, 2, 3, 4, 8), both(rng, 2, 3, 6, 8), both(rng, 2, 3, 6, 5)
+    mask = rng.standard_normal((2, 1, 4, 6))
+    if rows == "one row":
+        mask[0, 0, 2] = -np.inf
+    elif rows == "every row of one batch":
+        mask[1] = -np.inf
+    else:
+        mask[:, :, 1, :4] = -np.inf
+    ours = scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    theirs = F.scaled_dot_product_attention(tq, tk, tv, attn_mask=torch.tensor(mask))
+    assert not np.isnan(ours.data).any()
+    assert_same_outputs_and_grads(torch, rng, ours, theirs, ((q, tq), (k, tk), (v, tv)))

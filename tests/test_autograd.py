@@ -441,3 +441,96 @@ def test_importing_tinytorch_prints_nothing():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "" and result.stderr == ""
+
+
+# ================================================================ issue 23: reliability, third pass
+# (one block per defect; appended here so that the tests/ reorganisation merges cleanly)
+
+# ---------------------------------------------------------------- defect 1: views share their base's version counter
+
+STALE = "modified by an inplace operation"
+
+VIEWS = {                                   # each a view of the (3, 4) parameter w, in NumPy as in PyTorch
+    "row": lambda w: w[0],
+    "slice": lambda w: w[1:, ::2],
+    "reshape": lambda w: w.reshape(2, 6),
+    "transpose": lambda w: w.T,
+    "permute then row": lambda w: w.permute(1, 0)[2],
+}
+
+
+def _squares_of(view):
+    "A loss whose backward needs the view's values (PyTorch's MulBackward saves both factors of view * view)."
+    return (view * view).sum()
+
+
+@pytest.mark.parametrize("name", VIEWS)
+def test_an_in_place_step_on_the_base_makes_a_saved_view_stale(name):
+    "What an optimiser step does (write into w.data, then mark_modified); the optimisers' own test is in test_optimizers."
+    w = Tensor(np.arange(12.0).reshape(3, 4), requires_grad=True)
+    loss = _squares_of(VIEWS[name](w))
+    w.data[...] -= 0.1                      # writes into w.data, which the view saved for its backward
+    w.mark_modified()
+    with pytest.raises(RuntimeError, match=STALE):
+        loss.backward()
+    assert w.grad is None
+
+
+@pytest.mark.parametrize("name", VIEWS)
+def test_an_in_place_write_through_a_view_makes_the_base_stale(name):
+    w = Tensor(np.arange(12.0).reshape(3, 4), requires_grad=True)
+    loss = _squares_of(w)                   # saves w itself
+    with no_grad():
+        view = VIEWS[name](w)
+    view.data[...] = 0
+    view.mark_modified()
+    assert w._version == view._version == 1, "one counter for the base and all its views"
+    with pytest.raises(RuntimeError, match=STALE):
+        loss.backward()
+
+
+def test_a_copy_is_not_a_view_and_keeps_its_own_counter():
+    "w[[0, 2]] (an integer-array index) copies in NumPy as in PyTorch: writing into w leaves it valid."
+    w = Tensor(np.arange(12.0).reshape(3, 4), requires_grad=True)
+    picked = w[np.array([0, 2])]
+    loss = _squares_of(picked)
+    w.data[...] = 0
+    w.mark_modified()
+    assert picked._version == 0
+    loss.backward()
+    np.testing.assert_array_equal(w.grad[[0, 2]], 2 * np.arange(12.0).reshape(3, 4)[[0, 2]])
+
+
+def test_detach_shares_the_version_counter_as_in_pytorch():
+    w = Tensor([1.0, 2.0], requires_grad=True)
+    loss = _squares_of(w)
+    alias = w.detach()
+    alias.data[0] = 7
+    alias.mark_modified()
+    with pytest.raises(RuntimeError, match=STALE):
+        loss.backward()
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", [*VIEWS, "integer-array index"])
+def test_views_raise_exactly_where_pytorch_raises(name, torch):
+    "The same graph, the same in-place write into the base: both frameworks raise, or both give the same gradient."
+    view_of = VIEWS.get(name, lambda w: w[[0, 2]])
+    start = np.arange(12.0).reshape(3, 4)
+    ours, theirs = Tensor(start.copy(), requires_grad=True), torch.tensor(start.copy(), requires_grad=True)
+    our_loss, their_loss = _squares_of(view_of(ours)), _squares_of(view_of(theirs))
+    ours.data *= 2                          # the setter counts it, as an optimiser's mark_modified does
+    with torch.no_grad():
+        theirs.mul_(2)
+    outcomes = []
+    for loss, w in [(our_loss, ours), (their_loss, theirs)]:
+        try:
+            loss.backward()
+            outcomes.append(np.asarray(w.grad))
+        except RuntimeError as error:
+            assert STALE in str(error)
+            outcomes.append("raised")
+    if name in VIEWS:
+        assert outcomes == ["raised", "raised"]
+    else:
+        np.testing.assert_allclose(outcomes[0], outcomes[1], rtol=1e-6)

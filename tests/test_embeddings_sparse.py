@@ -145,3 +145,41 @@ def test_sparse_training_matches_pytorch_sparse_adam_trajectory():
         our_optimizer.step()
         their_optimizer.step()
         np.testing.assert_allclose(ours.weight.data, theirs.weight.detach().numpy(), rtol=1e-10, atol=1e-12)
+
+
+# ================================================================ issue 23: reliability, third pass
+# ---------------------------------------------------------------- defect 3: the sparse gradient owns its rows
+
+@pytest.mark.parametrize("ids", [np.array([1, 3, 3, 0]), np.array([4, 2, 7, 9]), np.array([5, 5, 5, 5])],
+                         ids=["repeated", "distinct", "one id"])
+def test_writing_into_the_callers_gradient_after_backward_leaves_the_sparse_grad_alone(ids):
+    "The upstream array passed to backward() stays the caller's: writing into it afterwards changes no .grad."
+    table = Embedding.from_pretrained(np.zeros((VOCAB, DIM)), freeze=False, sparse=True)
+    upstream = np.arange(len(ids) * DIM, dtype=np.float64).reshape(len(ids), DIM)
+    expected = np.zeros((VOCAB, DIM))
+    np.add.at(expected, ids, upstream)
+    table(ids).backward(upstream)
+    upstream[...] = 1e6                                   # the caller reuses its buffer (the next batch)
+    np.testing.assert_array_equal(table.weight.grad.to_dense(), expected)
+    np.testing.assert_array_equal(table.weight.grad.values, expected[np.unique(ids)])
+    SGD([table.weight], lr=1.0).step()                    # the optimiser reads the rows: still the old ones
+    np.testing.assert_array_equal(table.weight.data, -expected)
+
+
+def test_from_rows_keeps_no_view_of_read_only_rows():
+    "A read-only array is someone else's (the caller's gradient, as Tensor.backward passes it on): copied, as in `accumulate`."
+    buffer = np.ones((3, DIM))
+    seen_by_backward = buffer.view()
+    seen_by_backward.flags.writeable = False
+    grad = RowSparseGrad.from_rows(np.array([2, 6, 2]), seen_by_backward, (VOCAB, DIM))
+    buffer[...] = 7
+    np.testing.assert_array_equal(grad.to_dense()[[2, 6]], [[2.0] * DIM, [1.0] * DIM])
+
+
+def test_an_embedding_bag_gradient_owns_its_rows_too():
+    from tinytorch.text.bag import EmbeddingBag
+    bag = EmbeddingBag.from_pretrained(np.zeros((VOCAB, DIM)), freeze=False, mode="sum", sparse=True)
+    upstream = np.ones((2, DIM))
+    bag(np.array([[1, 2], [2, 5]])).backward(upstream)
+    upstream[...] = 50
+    np.testing.assert_array_equal(bag.weight.grad.to_dense()[[1, 2, 5]], [[1.0] * DIM, [2.0] * DIM, [1.0] * DIM])

@@ -394,3 +394,44 @@ def test_sequential_gradcheck(rng):
 def test_sequential_refuses_a_non_callable():
     with pytest.raises(TypeError, match="layer 1.*str"):
         Sequential(Linear(2, 2), "relu")
+
+
+# ================================================================ issue 23: reliability, third pass
+# ---------------------------------------------------------------- defect 2: a local, per-thread "no dropout"
+
+def test_no_dropout_turns_dropout_off_for_the_block_without_touching_training():
+    from tinytorch.core.layers import is_dropout_enabled, no_dropout
+    drop = Dropout(0.5, seed=0)
+    x = Tensor(np.ones((20, 30)))
+    with no_dropout():
+        assert drop(x) is x and drop.training and not is_dropout_enabled()
+        with no_dropout():
+            pass
+        assert not is_dropout_enabled(), "nested blocks restore the previous state, not 'on'"
+    assert is_dropout_enabled() and (drop(x).data == 0).any()
+    with pytest.raises(KeyError):
+        with no_dropout():
+            raise KeyError("boom")
+    assert is_dropout_enabled()
+
+
+def test_no_dropout_in_one_thread_leaves_dropout_on_in_another():
+    import threading
+    from tinytorch.core.layers import no_dropout
+    inside, done, seen = threading.Event(), threading.Event(), {}
+
+    def evaluate():
+        with no_dropout():
+            inside.set()
+            done.wait(timeout=60)
+            seen["evaluator"] = Dropout(0.5, seed=0)(Tensor(np.ones(100))).data.min()
+
+    evaluator = threading.Thread(target=evaluate)
+    evaluator.start()
+    try:
+        assert inside.wait(timeout=60)
+        assert (Dropout(0.5, seed=0)(Tensor(np.ones(100))).data == 0).any(), "this thread is not inside no_dropout()"
+    finally:
+        done.set()
+        evaluator.join(timeout=60)
+    assert seen == {"evaluator": 1.0}

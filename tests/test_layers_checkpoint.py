@@ -539,3 +539,31 @@ def test_200_random_edits_inside_members_with_valid_crcs_are_caught_past_zipfile
         assert all(state[k].dtype == v.dtype and state[k].tobytes() == v.tobytes() for k, v in expected.items())
     assert sum(causes.values()) == FUZZ_ROUNDS
     assert {"ValueError", "JSONDecodeError", "SHA-256", "own check"} <= set(causes), causes
+
+
+# ================================================================ issue 23: reliability, third pass
+# ---------------------------------------------------------------- defect 7: names are checked before anything is written
+
+@pytest.mark.parametrize("state, error, message", [
+    ({"w": np.ones(2), "w.npy": np.zeros(3)}, ValueError, r"'w.npy' and 'w' .* same entry"),
+    ({"w.npy": np.zeros(3), "w": np.ones(2)}, ValueError, r"'w.npy' and 'w' .* same entry"),
+    ({"x" * 70_000: np.ones(1)}, ValueError, r"name of 70000 characters .* at most 65531 bytes"),
+    ({"é" * 40_000: np.ones(1)}, ValueError, r"80000 bytes in UTF-8.* at most 65531 bytes"),
+    ({"bad\ud800name": np.ones(1)}, ValueError, r"cannot be encoded as UTF-8"),
+    ({"cut\x00here": np.ones(1)}, ValueError, r"NUL character"),
+], ids=["w.npy-after-w", "w.npy-before-w", "overlong", "overlong-in-bytes", "lone-surrogate", "nul"])
+def test_names_that_cannot_be_stored_are_refused_before_writing_and_the_old_checkpoint_survives(
+        tmp_path, state, error, message):
+    path = save({"x": np.arange(3.0)}, tmp_path / "model.npz")
+    before = path.read_bytes()
+    with pytest.raises(error, match=message):
+        save(state, path)
+    assert path.read_bytes() == before and leftovers(tmp_path) == []
+    assert list(load(path)) == ["x"]
+
+
+def test_the_longest_storable_name_and_a_lone_w_npy_round_trip(tmp_path):
+    longest = "n" * (0xFFFF - len(".npy"))
+    state = {longest: np.ones(2), "w.npy": np.arange(3.0), "v": np.zeros(1)}
+    back = load(save(state, tmp_path / "edge.npz"))
+    assert list(back) == list(state) and np.array_equal(back["w.npy"], np.arange(3.0))

@@ -537,3 +537,37 @@ def test_float32_adam_stays_close_to_pytorch(torch, rng):
         theirs.grad = torch.tensor(g.astype(np.float32))
         reference.step()
     np.testing.assert_allclose(p.data, theirs.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+# ================================================================ issue 23: reliability, third pass
+# ---------------------------------------------------------------- defect 1: a step on a parameter makes its saved views stale
+
+STALE = "modified by an inplace operation"
+
+
+@pytest.mark.parametrize("view", [lambda w: w[0], lambda w: w[1:, ::2], lambda w: w.reshape(2, 6), lambda w: w.T],
+                         ids=["row", "slice", "reshape", "transpose"])
+@pytest.mark.parametrize("optimizer_class", [SGD, Adam, AdamW, Adagrad])
+def test_a_step_before_backward_makes_a_graph_that_saved_a_view_of_the_parameter_stale(view, optimizer_class):
+    w = Parameter(np.arange(12.0).reshape(3, 4))
+    v = view(w)
+    loss = (v * v).sum()                                   # saved the view's values (PyTorch's MulBackward does too)
+    w.grad = np.ones(w.shape, np.float32)
+    optimizer_class([w], lr=0.1).step()
+    w.grad = None
+    with pytest.raises(RuntimeError, match=STALE):
+        loss.backward()
+    assert w.grad is None
+
+
+def test_a_tied_head_sees_the_step_on_the_shared_table():
+    "nanoGPT's tied head: logits = h @ wte.weight.T. A step on wte.weight must make that graph stale."
+    table = Parameter(np.random.default_rng(0).normal(size=(5, 3)))
+    hidden = Tensor(np.random.default_rng(1).normal(size=(2, 3)), requires_grad=True)
+    loss = (hidden @ table.T).sum()                        # d loss / d hidden needs table.T's values
+    table.grad = np.ones(table.shape, np.float32)
+    Adam([table], lr=0.1).step()
+    table.grad = None
+    with pytest.raises(RuntimeError, match=STALE):
+        loss.backward()
+    assert hidden.grad is None

@@ -319,3 +319,13 @@ def test_a_failed_notebook_cell_is_named_by_the_check_that_raised_not_only_its_f
                         "AssertionError: row 1")
     failure.traceback = "NameError: name 'x' is not defined\n"          # a cell that is not a check
     assert "(code cell 8, `def one_hot_grad" in NotebookResult(Path("m.ipynb"), ok=False, failure=failure).headline
+
+
+# ================================================================ issue 23: reliability, third pass
+# ---------------------------------------------------------------- defect 6: an empty --out is not "no --out"
+
+def test_release_with_an_empty_out_folder_is_refused_not_taken_for_the_default(tmp_path):
+    make_repo(tmp_path)
+    refused = tito(tmp_path, "module", "release", "toy", "--out", "")
+    assert refused.returncode != 0 and "--out" in refused.text and "Traceback" not in refused.text
+    assert not learner_path(tmp_path).exists()

@@ -304,3 +304,137 @@ def test_the_input_block_is_module_11s_embedding_layer_under_hugging_face_names(
     if position in ("learned", "sinusoidal"):
         x = x + (model.transformer.wpe.weight.data if position == "learned" else model.transformer.wpe.table)[:3]
     np.testing.assert_allclose(expected, x, rtol=1e-6, atol=1e-6)
+
+
+# ================================================================ issue 23: reliability, third pass
+# ---------------------------------------------------------------- defect 2: generate / evaluation_loss and a shared model's mode
+
+def _record_modes_inside(model, pause=None):
+    "Make `model`'s forward note every module's `training` flag when it runs (and wait on `pause` first, if given)."
+    seen, original = [], model.forward
+
+    def forward(*args, **kwargs):
+        seen.append([module.training for _, module in model.named_modules()])
+        if pause is not None:
+            pause[0].set()
+            pause[1].wait(timeout=60)
+        return original(*args, **kwargs)
+    model.forward = forward
+    return seen
+
+
+@pytest.mark.parametrize("mode", [True, False])
+@pytest.mark.parametrize("call", ["generate", "evaluation_loss"])
+def test_generate_and_evaluation_loss_never_switch_the_models_mode(mode, call):
+    from tinytorch.models import evaluation_loss, generate
+    model = tiny("gpt2", dropout=0.5).train(mode)
+    seen = _record_modes_inside(model)
+    ids = np.arange(30) % 37
+    result = generate(model, ids[:4], 5) if call == "generate" else evaluation_loss(model, ids, 8)
+    del model.forward
+    assert seen and all(flags == [mode] * len(flags) for flags in seen), "the mode never changes, even inside"
+    assert model.training is mode
+    reference = tiny("gpt2", dropout=0.5).eval()                         # the same weights, no dropout
+    expected = generate(reference, ids[:4], 5) if call == "generate" else evaluation_loss(reference, ids, 8)
+    np.testing.assert_array_equal(result, expected)                      # and yet no dropout in the call
+
+
+@pytest.mark.parametrize("call", ["generate", "evaluation_loss"])
+def test_a_failing_call_leaves_the_mode_as_it_was(call):
+    from tinytorch.models import evaluation_loss, generate
+    model = tiny("gpt2", dropout=0.5).train()
+
+    def broken(*args, **kwargs):
+        raise FloatingPointError("boom")
+    model.forward = broken
+    with pytest.raises(FloatingPointError):
+        generate(model, [1, 2], 3) if call == "generate" else evaluation_loss(model, np.arange(30) % 37, 8)
+    del model.forward
+    assert all(module.training for _, module in model.named_modules())
+
+
+def test_generating_in_one_thread_leaves_the_model_training_in_another():
+    import threading
+    from tinytorch.models import generate
+    model = tiny("gpt2", dropout=0.5).train()
+    inside, done = threading.Event(), threading.Event()
+    _record_modes_inside(model, pause=(inside, done))
+    generator = threading.Thread(target=lambda: generate(model, [1, 2, 3], 1))
+    generator.start()
+    try:
+        assert inside.wait(timeout=60)                                   # the other thread is mid-generate
+        assert all(module.training for _, module in model.named_modules())
+        drop = model.transformer.drop
+        assert (drop(Tensor(np.ones((8, 16)))).data == 0).any(), "dropout still acts in this (training) thread"
+    finally:
+        done.set()
+        generator.join(timeout=60)
+    del model.forward
+
+
+# ---------------------------------------------------------------- defect 5: from_hf keeps the checkpoint's precision
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_from_hf_in_float64_keeps_every_bit_of_a_float64_checkpoint(arch):
+    model = tiny(arch)
+    for p in model.parameters():                       # values float32 cannot hold
+        p.data = p.data.astype(np.float64) + np.float64(1e-12)
+    state = to_hf(model)
+    loaded = from_hf(state, config_to_hf(model.config), dtype=np.float64)
+    for name, value in to_hf(loaded).items():
+        assert value.dtype == np.float64
+        np.testing.assert_array_equal(value, state[name], err_msg=name)
+
+
+def test_from_hf_reads_a_float16_checkpoint_exactly_and_rounds_only_to_the_requested_dtype():
+    model = tiny("gpt2")
+    half = {name: value.astype(np.float16) for name, value in to_hf(model).items()}
+    for dtype in (np.float32, np.float64):              # float16 values are exact in both
+        loaded = to_hf(from_hf(half, config_to_hf(model.config), dtype=dtype))
+        for name, value in loaded.items():
+            assert value.dtype == dtype
+            np.testing.assert_array_equal(value, half[name].astype(dtype), err_msg=name)
+    precise = {name: value.astype(np.float64) + 1e-12 for name, value in to_hf(model).items()}
+    rounded = to_hf(from_hf(precise, config_to_hf(model.config)))      # the default float32: rounded once
+    for name, value in rounded.items():
+        np.testing.assert_array_equal(value, precise[name].astype(np.float32), err_msg=name)
+
+
+# ---------------------------------------------------------------- defect 6: only None means "the default"
+
+@pytest.mark.parametrize("name", ["num_kv_heads", "head_dim", "d_ff", "norm_eps"])
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_a_zero_in_the_config_is_refused_naming_the_field_not_replaced_by_the_default(arch, name):
+    with pytest.raises(ValueError, match=rf"{name} must be a positive (int|number).*; got 0"):
+        TransformerConfig(arch=arch, d_model=16, num_heads=4, **{name: 0})
+    defaults = TransformerConfig(arch=arch, d_model=16, num_heads=4, **{name: None})   # None: the family's default
+    assert getattr(defaults, name) == getattr(TransformerConfig(arch=arch, d_model=16, num_heads=4), name)
+
+
+@pytest.mark.parametrize("name, bad, error", [("norm_eps", float("nan"), ValueError), ("norm_eps", -1e-5, ValueError),
+                                              ("norm_eps", float("inf"), ValueError), ("norm_eps", "1e-5", TypeError),
+                                              ("rope_theta", 0, ValueError), ("head_dim", 2.0, TypeError),
+                                              ("d_ff", -4, ValueError), ("num_kv_heads", True, TypeError)])
+def test_invalid_config_values_raise_naming_the_field_and_the_rule(name, bad, error):
+    with pytest.raises(error, match=rf"{name} must be a positive"):
+        TransformerConfig(arch="llama", d_model=16, num_heads=4, **{name: bad})
+
+
+@pytest.mark.parametrize("key, value, field", [("n_inner", 0, "d_ff"), ("layer_norm_epsilon", 0, "norm_eps")])
+def test_from_a_hugging_face_gpt2_config_a_zero_is_refused_not_defaulted(key, value, field):
+    config = config_to_hf(tiny("gpt2").config)
+    config[key] = value
+    with pytest.raises(ValueError, match=rf"{field} must be a positive"):
+        config_from_hf(config)
+    config[key] = None                                  # HF's own "not set": the default
+    assert config_from_hf(config) == tiny("gpt2").config
+
+
+@pytest.mark.parametrize("key, field", [("num_key_value_heads", "num_kv_heads"), ("rope_theta", "rope_theta")])
+def test_from_a_hugging_face_llama_config_a_zero_is_refused_not_defaulted(key, field):
+    config = config_to_hf(tiny("llama").config)
+    config[key] = 0
+    with pytest.raises(ValueError, match=rf"{field} must be a positive"):
+        config_from_hf(config)
+    config[key] = None
+    assert config_from_hf(config).num_kv_heads == (4 if key == "num_key_value_heads" else 2)

@@ -138,3 +138,24 @@ def test_norms_match_pytorch_forward_and_gradients(torch, rng, kind):
     assert np.allclose(norm.weight.grad, tweight.grad.numpy(), atol=1e-9)
     if kind == "layer":
         assert np.allclose(norm.bias.grad, tbias.grad.numpy(), atol=1e-9)
+
+
+# ================================================================ issue 23: reliability, third pass
+# ---------------------------------------------------------------- defect 5: from_hf(dtype=float64) keeps float64
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_a_float64_hugging_face_model_loads_in_float64_with_float64_logits(transformers, arch):
+    import torch
+    hf = BUILDERS[arch](transformers).double()
+    with torch.no_grad():                              # values float32 cannot hold
+        for p in hf.parameters():
+            p.add_(1e-12)
+    ours = from_hf(numpy_state(hf), hf.config.to_dict(), dtype=np.float64)
+    assert {p.dtype for p in ours.parameters()} == {np.dtype(np.float64)}
+    for name, value in to_hf(ours).items():
+        np.testing.assert_array_equal(value, numpy_state(hf)[name], err_msg=name)
+    ids = np.random.default_rng(0).integers(0, 61, size=(2, 9))
+    with no_grad():
+        logits = ours(ids).data
+    # Hugging Face's LLaMA computes its RoPE angles in float32 even in a float64 model ("force float32")
+    np.testing.assert_allclose(logits, hf_logits(hf, ids), atol=1e-10 if arch == "gpt2" else 1e-6)

@@ -172,3 +172,36 @@ def test_hugging_face_conversion_needs_the_family_scheme(arch, position):
         config_to_hf(config)
     with pytest.raises(ValueError, match="no Hugging Face"):
         to_hf(TransformerLM(config))
+
+
+# ================================================================ issue 23: reliability, third pass
+# ---------------------------------------------------------------- defect 2: evaluate_copy and a shared model's mode
+
+@pytest.mark.parametrize("mode", [True, False])
+def test_evaluate_copy_leaves_the_models_mode_as_it_was(mode):
+    from tinytorch.models.positions import copy_task, corpus_words, evaluate_copy
+    words, vocab_size = corpus_words()
+    config = TransformerConfig(arch="gpt2", vocab_size=vocab_size, max_seq_len=16, d_model=16, num_heads=2,
+                               num_layers=1, dropout=0.5)
+    batches = [copy_task(4, 16, words, np.random.default_rng(0), 4)]
+    model = TransformerLM(config, seed=0).train(mode)
+    result = evaluate_copy(model, batches)
+    assert all(module.training is mode for _, module in model.named_modules())
+    assert result == evaluate_copy(TransformerLM(config, seed=0).eval(), batches), "no dropout while evaluating"
+
+
+# ---------------------------------------------------------------- defect 6: seen_len=0 is a value, not "no value"
+
+def test_evaluate_copy_with_seen_len_0_counts_every_position_as_new():
+    from tinytorch.models.positions import copy_task, corpus_words, evaluate_copy
+    words, vocab_size = corpus_words()
+    config = TransformerConfig(arch="gpt2", vocab_size=vocab_size, max_seq_len=16, d_model=16, num_heads=2,
+                               num_layers=1)
+    batches = [copy_task(4, 16, words, np.random.default_rng(0), 4)]
+    model = TransformerLM(config, seed=0)
+    result = evaluate_copy(model, batches, seen_len=0)
+    assert result["loss_new"] == result["loss"] and result["accuracy_new"] == result["accuracy"]
+    assert evaluate_copy(model, batches)["loss_new"] is None                 # None: no position is new
+    for bad, error in ((-1, ValueError), (2.5, TypeError)):
+        with pytest.raises(error, match="seen_len"):
+            evaluate_copy(model, batches, seen_len=bad)

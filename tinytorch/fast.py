@@ -200,11 +200,20 @@ def from_rows(ids, rows, shape):
     Row v is the sum of `rows[k]` over the k with `ids[k] == v`. Sort the ids (stable); ids seen once keep
     their row where it is (a position into `rows`); only the repeated ids' rows are gathered and summed
     (`segment_sum`). With few repeats (uniform ids over a large vocabulary) little of `rows` is copied.
+
+    Only an array that is the engine's own is kept in place. A read-only one is someone else's: `Tensor.backward`
+    passes the caller's gradient on as a read-only view, and the caller may write into its buffer after backward.
+    Those rows are copied first (the rule `accumulate` follows for dense gradients), on every core when large.
+    A writeable array is taken over, as `RowSparseGrad(indices, values, shape)` takes its `values`.
     """
     ids, rows, shape = np.asarray(ids).reshape(-1), np.asarray(rows), tuple(shape)
     if rows.shape != ids.shape + shape[1:]:
         raise ValueError(f"from_rows needs one gradient row per id: {len(ids)} ids, rows of shape {rows.shape}, "
                          f"table of shape {shape}")
+    if not rows.flags.writeable:                                        # not ours: keep a copy, never a view
+        owned = np.empty(rows.shape, rows.dtype)
+        parallel_rows(len(rows), lambda start, stop: np.copyto(owned[start:stop], rows[start:stop]), owned.nbytes)
+        rows = owned
     small = len(ids) and ids.min() >= 0 and ids.max() < 1 << 16         # ids fit 16 bits (GPT-2's 50,257 do):
     order = np.argsort(ids.astype(np.uint16) if small else ids, kind="stable")   # NumPy radix-sorts those
     sorted_ids = ids[order]

@@ -82,7 +82,9 @@ def cmd_release(root: Path, args: argparse.Namespace, extra: list[str]) -> int:
     if not args.all and args.module is None:
         raise RepoError(f"name a module ({hints.tito_command('module release 11')}) or pass --all")
     modules = discover_modules(root) if args.all else [resolve_module(root, args.module)]
-    folder = Path(args.out).resolve() if args.out else None
+    if args.out is not None and not args.out.strip():          # "" is not "no --out": it names no folder
+        raise RepoError(f"--out needs a folder path; got {args.out!r}")
+    folder = None if args.out is None else Path(args.out).resolve()
     ok = True
     for module in modules:
         notebooks = [path for path in module.notebooks if path.is_file()]

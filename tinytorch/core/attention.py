@@ -80,12 +80,16 @@ def attention_weights(scores, attn_mask=None):
 
     APPROACH:
     1. No mask: `scores.softmax(axis=-1)`.
-    2. A float mask: `(scores + Tensor(mask, dtype=scores.dtype)).softmax(axis=-1)`.
-    3. A boolean mask: add `np.where(mask, 0, _masked_value(scores.dtype))`, then softmax.
-    4. Rows with no True at all: multiply the weights by `mask.any(axis=-1, keepdims=True)` so they are 0.
+    2. A boolean mask: `has_key = mask.any(axis=-1, keepdims=True)`; the bias is
+       `np.where(mask, 0, _masked_value(scores.dtype))`.
+    3. A float mask: a row masks every key when it is all `-inf`: `has_key = (mask != -np.inf).any(...)`; the
+       bias is the mask itself, with 0 in those rows (`np.where(has_key, mask, 0)`): `-inf - (-inf)` is NaN.
+    4. `(scores + Tensor(bias, dtype=scores.dtype)).softmax(axis=-1)`; then, where some row has no key,
+       multiply the weights by `Tensor(has_key)` so those rows are 0.
 
     EXAMPLE:
     scores [[1, 2, 3]], mask [[True, True, False]] -> [[0.2689, 0.7311, 0.0]]
+    scores [[1, 2, 3]], mask [[-inf, -inf, -inf]] -> [[0.0, 0.0, 0.0]]   (as PyTorch; no NaN)
 
     HINTS:
     - The mask is a constant (no gradient); masked keys get weight 0 and therefore no gradient.
@@ -96,13 +100,15 @@ def attention_weights(scores, attn_mask=None):
     mask = np.asarray(attn_mask)
     ### BEGIN SOLUTION
     if mask.dtype == bool:
-        bias = np.where(mask, 0, _masked_value(scores.dtype)).astype(scores.dtype)
-        weights = (scores + Tensor(bias, dtype=scores.dtype)).softmax(axis=-1)
         has_key = mask.any(axis=-1, keepdims=True)
-        if not has_key.all():
-            weights = weights * Tensor(has_key, dtype=scores.dtype)
-        return weights
-    return (scores + Tensor(mask, dtype=scores.dtype)).softmax(axis=-1)
+        bias = np.where(mask, 0, _masked_value(scores.dtype))
+    else:
+        has_key = (mask != -np.inf).any(axis=-1, keepdims=True)     # a row of -inf masks every key
+        bias = mask if has_key.all() else np.where(has_key, mask, 0)  # softmax would give -inf - (-inf) = NaN
+    weights = (scores + Tensor(bias, dtype=scores.dtype)).softmax(axis=-1)
+    if not has_key.all():
+        weights = weights * Tensor(has_key, dtype=scores.dtype)
+    return weights
     ### END SOLUTION
 
 # %% ../../modules/12_attention/attention_dev.ipynb #f8f1114e

@@ -97,7 +97,7 @@ class Function:
         ctx = Context()
         data = cls.forward(ctx, *(t.data for t in inputs), **options)
         requires_grad = is_grad_enabled() and any(t.requires_grad for t in inputs)
-        out = inputs[0]._from_array(data, requires_grad)  # the tensor class wraps its own results
+        out = inputs[0]._from_array(data, requires_grad, sources=inputs)  # a view of an input shares its versions
         if requires_grad:
             out._grad_fn = cls(ctx, inputs)
             ctx.saved_versions = _saved_versions(ctx.saved, inputs, out)
@@ -317,7 +317,8 @@ class RowSparseGrad:
         """The gradient of `table[ids]` for a table of `shape` (V, d), given its gradient `rows` (n, d), ids (n,).
 
         Row v is the sum of `rows[k]` over the k with `ids[k] == v` (the `row_sparse_from_rows` kernel: plain,
-        `segment_sum` and the constructor; module 18's reads rows seen once in place).
+        `segment_sum` and the constructor; module 18's reads rows seen once in place, and copies read-only `rows`
+        first: those are the caller's gradient, which it may change after backward).
         """
         return kernels.row_sparse_from_rows(ids, rows, shape)
 

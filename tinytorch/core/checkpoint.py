@@ -47,12 +47,35 @@ def _state_arrays(module_or_state_dict):
         if name.startswith(RESERVED_PREFIX):
             raise ValueError(f"the name {name!r} is reserved: names starting with {RESERVED_PREFIX!r} are the "
                              f"checkpoint's own entries")
+        _check_member_name(name)
         array = np.asarray(value.data if isinstance(value, Tensor) else value)
         if array.dtype.kind not in "biuf":
             raise TypeError(f"state[{name!r}] has dtype {array.dtype}: a checkpoint holds numbers and bools only "
                             f"(object arrays would need pickle to load, and unpickling can run any code)")
         arrays[name] = array
+    for name in arrays:                           # np.load looks 'w.npy' up as the member 'w.npy', which is 'w''s
+        if name.endswith(".npy") and name[:-len(".npy")] in arrays:
+            raise ValueError(f"the names {name!r} and {name[:-len('.npy')]!r} would be stored as the same entry "
+                             f"({name!r}) of the .npz, so the file could not be read back; rename one of them")
     return arrays
+
+
+_MAX_MEMBER_BYTES = 0xFFFF                                   # a zip header stores a member name's length in 16 bits
+
+
+def _check_member_name(name):
+    "Raise ValueError, naming the problem, for a name that cannot be the zip member `name.npy` and read back as `name`."
+    short = f"{name[:40]!r}{'...' if len(name) > 40 else ''}"
+    if "\x00" in name:
+        raise ValueError(f"checkpoint name {short} contains a NUL character, where zipfile would cut the name")
+    try:
+        encoded = f"{name}.npy".encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"checkpoint name {short} cannot be encoded as UTF-8 (a lone surrogate), as a zip "
+                         f"member name must be") from None
+    if len(encoded) > _MAX_MEMBER_BYTES:
+        raise ValueError(f"checkpoint name of {len(name)} characters ({len(encoded) - 4} bytes in UTF-8) is too "
+                         f"long: a zip member name holds at most {_MAX_MEMBER_BYTES - 4} bytes plus '.npy'")
 
 
 def _sha256(array):
@@ -149,7 +172,8 @@ def save(module_or_state_dict, path):
     plus `__tinytorch_format__` (= 1) and `__tinytorch_manifest__` (JSON: name, dtype, shape, SHA-256 of each).
     The write is atomic: a temporary file in the same directory, renamed over `path` only when complete.
     A symlink is written through (the file it points to is replaced; the link stays). A missing directory
-    raises FileNotFoundError naming `path`. Object arrays and names starting with `__tinytorch` are refused.
+    raises FileNotFoundError naming `path`. Object arrays, names starting with `__tinytorch`, and names a zip
+    cannot hold or that would share an entry (`'w.npy'` beside `'w'`) are refused before anything is written.
     Returns `path` as a `Path`.
     """
     arrays = _state_arrays(module_or_state_dict)

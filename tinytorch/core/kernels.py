@@ -68,7 +68,9 @@ def segment_sum(ids, values):
 
 
 def row_sparse_from_rows(ids, rows, shape):
-    "The `RowSparseGrad` of a `shape` (V, d) table read at `ids` (n,), from one gradient row per id (n, d)."
+    """The `RowSparseGrad` of a `shape` (V, d) table read at `ids` (n,), from one gradient row per id (n, d).
+
+    It never keeps a view of read-only `rows` (the caller's gradient, as `Tensor.backward` passes it on)."""
     return kernel("row_sparse_from_rows")(ids, rows, shape)
 
 

@@ -13,36 +13,63 @@ from .autograd import Function, backward
 from .kernels import segment_sum   # the kernel table: plain (module 05) unless module 18's fast one is on
 
 # %% ../../modules/01_tensor/tensor_dev.ipynb #509685c4
+class _Versions:
+    "How many in-place changes one block of memory has had; shared by a tensor and all its views, as in PyTorch."
+    __slots__ = ("count",)
+
+    def __init__(self):
+        self.count = 0
+
+
 class Tensor:
     """An n-dimensional array that can record the operations applied to it.
 
     `Tensor(data, requires_grad=False, dtype=None)`: floats default to float32, integers and
     bools keep their dtype. An ndarray of the final dtype is used without copying.
     `_version` counts in-place changes (see `mark_modified`); backward refuses stale saved inputs.
+    A view (`w[0]`, `w.reshape(...)`, `w.T`, `w.detach()`) shares its base's count: a change
+    through any of them is a change to all.
     """
 
     __array_ufunc__ = None  # make `ndarray * Tensor` call Tensor.__rmul__ instead of NumPy's loop
 
     def __init__(self, data, requires_grad=False, dtype=None):
-        if isinstance(data, Tensor):
-            data = data.data
-        array = np.asarray(data, dtype=dtype)
+        array = np.asarray(data.data if isinstance(data, Tensor) else data, dtype=dtype)
         if dtype is None and array.dtype == np.float64:
             array = array.astype(np.float32)
         if array.dtype.kind not in "fiub":
             raise TypeError(f"Tensor data must be numbers or bools; got dtype {array.dtype}")
-        self._data, self._version = array, 0
+        self._data = array
+        self._share_versions([data] if isinstance(data, Tensor) else [])   # Tensor(t) may alias t's array
         self.grad = None
         self._grad_fn = None
         self.requires_grad = requires_grad
 
     @staticmethod
-    def _from_array(data, requires_grad=False):
-        "Wrap an op's result as it is (no dtype conversion); `Function.apply` calls this."
+    def _from_array(data, requires_grad=False, sources=()):
+        """Wrap an op's result as it is (no dtype conversion); `Function.apply` calls this.
+
+        `sources` are the op's input tensors: a result that is a view of one of their arrays shares its version count.
+        """
         out = Tensor.__new__(Tensor)
-        out._data, out._version, out.grad, out._grad_fn = np.asarray(data), 0, None, None
+        out._data, out.grad, out._grad_fn = np.asarray(data), None, None
         out._requires_grad = requires_grad
+        out._share_versions(sources)
         return out
+
+    def _share_versions(self, sources):
+        """Count in-place changes with the first of `sources` whose memory this tensor's array shares, else anew.
+
+        So `v = w[0]` and `w` see each other's changes: an optimiser step on `w` makes a graph that saved `v` stale.
+        """
+        for source in sources:
+            if np.may_share_memory(self._data, source._data):
+                self._versions = source._versions
+                return
+        self._versions = _Versions()
+
+    _version = property(lambda self: self._versions.count,
+                        doc="In-place changes so far to this tensor's memory, through it or any view of it.")
 
     @property
     def requires_grad(self):
@@ -62,15 +89,16 @@ class Tensor:
     @data.setter
     def data(self, array):
         self._data = array
-        self._version += 1
+        self._versions.count += 1
 
     def mark_modified(self):
         """Call after writing into `.data` in place (`t.data[rows] = ...`): bumps `_version`.
 
         NumPy cannot tell us about writes into the array itself, so this is how a graph that saved
         the old values learns they are gone: its backward then raises instead of using them.
+        Every view of the same memory (and its base) sees the change too.
         """
-        self._version += 1
+        self._versions.count += 1
 
     shape = property(lambda self: self.data.shape, doc="Tuple of dimension sizes.")
     dtype = property(lambda self: self.data.dtype, doc="NumPy dtype of the data.")
@@ -111,8 +139,8 @@ class Tensor:
         return self.data.item()
 
     def detach(self):
-        "A tensor sharing this one's data, cut off from the graph (no gradient)."
-        return Tensor._from_array(self.data)
+        "A tensor sharing this one's data (and version count, as in PyTorch), cut off from the graph (no gradient)."
+        return Tensor._from_array(self.data, sources=[self])
 
     def zero_grad(self):
         "Forget the accumulated gradient."

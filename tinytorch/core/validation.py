@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['is_int', 'positive_int', 'nonnegative_int', 'size', 'flag', 'one_of', 'is_number', 'number_above', 'number_at_least',
-           'index_or_none', 'as_array', 'as_ids', 'float_dtype', 'cpu_device', 'check_seed', 'new_rng', 'expect_equal',
-           'expect_true', 'expect_error']
+           'positive_number', 'index_or_none', 'as_array', 'as_ids', 'float_dtype', 'cpu_device', 'check_seed',
+           'new_rng', 'expect_equal', 'expect_true', 'expect_error']
 
 # %% ../../modules/01_tensor/validation_dev.ipynb #a1f0c003
 import reprlib
@@ -82,6 +82,15 @@ def number_at_least(name, value, bound=0):
         raise TypeError(f"{name} must be a number; got {value!r}")
     if not value >= bound:
         raise ValueError(f"{name} must be >= {bound}; got {name}={value}")
+    return float(value)
+
+
+def positive_number(name, value):
+    "`value` as a finite float > 0 (NaN and inf refused); else TypeError (not a number) or ValueError."
+    if not is_number(value):
+        raise TypeError(f"{name} must be a positive number; got {value!r}")
+    if not 0 < value < np.inf:
+        raise ValueError(f"{name} must be a positive number (finite, > 0); got {value!r}")
     return float(value)
 
 # %% ../../modules/01_tensor/validation_dev.ipynb #a1f0c005

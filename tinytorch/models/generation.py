@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from ..core.autograd import no_grad
+from ..core.layers import no_dropout
 from ..text.embeddings import as_token_ids
 
 # %% ../../modules/13_transformers/generation_dev.ipynb #2f69fc09
@@ -39,7 +40,8 @@ def generate(model, ids, max_new_tokens, temperature=0.0, use_cache=True, seed=N
     """Continue token ids (B, T) or (T,) by `max_new_tokens` tokens -> ids (B, T + n) or (T + n,), int64.
 
     Greedy at `temperature=0`, sampled otherwise (`seed` makes it repeatable). `use_cache=True` decodes with a
-    KV cache; the tokens are the same either way. The model runs in eval mode (no dropout), without gradients.
+    KV cache; the tokens are the same either way. The model runs without dropout and without gradients, in this thread only (`no_dropout()`, `no_grad()`): its
+    `training` flag is never touched, so a caller training it, in this thread or another, keeps its mode.
     """
     _check_generate_options(max_new_tokens, temperature)
     ids = as_token_ids(ids, model.config.vocab_size)
@@ -50,17 +52,13 @@ def generate(model, ids, max_new_tokens, temperature=0.0, use_cache=True, seed=N
     if model.position_table is not None and total > model.config.max_seq_len:
         raise ValueError(f"prompt ({out.shape[1]}) + max_new_tokens ({max_new_tokens}) = {total} positions exceed "
                          f"the {model.config.position} position table's max_seq_len={model.config.max_seq_len}")
-    rng, was_training = np.random.default_rng(seed), model.training
+    rng = np.random.default_rng(seed)
     caches = model.new_caches() if use_cache else None
-    model.eval()
-    try:
-        with no_grad():
-            step_input = out
-            for _ in range(max_new_tokens):
-                logits = model(step_input if use_cache else out, caches=caches).data[:, -1]      # (B, V)
-                token = pick_tokens(logits, temperature, rng)[:, None]                              # (B, 1)
-                out = np.concatenate([out, token], axis=1)
-                step_input = token
-    finally:
-        model.train(was_training)
+    with no_grad(), no_dropout():                     # not model.eval(): the model may be shared (another thread)
+        step_input = out
+        for _ in range(max_new_tokens):
+            logits = model(step_input if use_cache else out, caches=caches).data[:, -1]      # (B, V)
+            token = pick_tokens(logits, temperature, rng)[:, None]                              # (B, 1)
+            out = np.concatenate([out, token], axis=1)
+            step_input = token
     return out[0] if single else out

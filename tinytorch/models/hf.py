@@ -15,6 +15,12 @@ from .transformer import ARCHITECTURES, TransformerConfig, TransformerLM
 _BUFFER_SUFFIXES = (".attn.bias", ".attn.masked_bias", "rotary_emb.inv_freq")   # HF buffers, not parameters
 
 
+def _get(config, key, default):
+    "config[key], or `default` when the key is missing or None (Hugging Face's \"not set\"); a 0 is kept, and refused later."
+    value = config.get(key)
+    return default if value is None else value
+
+
 def _config_dict(config):
     config = config.to_dict() if hasattr(config, "to_dict") else dict(config)
     if config.get("model_type") not in ARCHITECTURES:
@@ -36,11 +42,10 @@ def config_from_hf(config):
         _refuse(c, "scale_attn_by_inverse_layer_idx", (False,))
         return TransformerConfig(arch="gpt2", vocab_size=c["vocab_size"], max_seq_len=c["n_positions"],
                                  d_model=c["n_embd"], num_layers=c["n_layer"], num_heads=c["n_head"],
-                                 d_ff=c.get("n_inner") or 4 * c["n_embd"], norm_eps=c.get("layer_norm_epsilon", 1e-5),
+                                 d_ff=_get(c, "n_inner", 4 * c["n_embd"]), norm_eps=_get(c, "layer_norm_epsilon", 1e-5),
                                  tie_embeddings=c.get("tie_word_embeddings", True), bias=True)
     _refuse(c, "hidden_act", ("silu",))
-    rope = c.get("rope_parameters") or {}
-    scaling = c.get("rope_scaling") or {}
+    rope, scaling = _get(c, "rope_parameters", {}), _get(c, "rope_scaling", {})
     if rope.get("rope_type", "default") != "default" or scaling.get("rope_type", scaling.get("type", "default")) != "default":
         raise ValueError(f"RoPE scaling is not supported here; got rope_parameters={rope!r}, rope_scaling={scaling!r}")
     if bool(c.get("mlp_bias", False)) != bool(c.get("attention_bias", False)):
@@ -48,9 +53,9 @@ def config_from_hf(config):
     return TransformerConfig(arch="llama", vocab_size=c["vocab_size"], max_seq_len=c["max_position_embeddings"],
                              d_model=c["hidden_size"], num_layers=c["num_hidden_layers"],
                              num_heads=c["num_attention_heads"],
-                             num_kv_heads=c.get("num_key_value_heads") or c["num_attention_heads"],
+                             num_kv_heads=_get(c, "num_key_value_heads", c["num_attention_heads"]),
                              head_dim=c.get("head_dim"), d_ff=c["intermediate_size"], norm_eps=c["rms_norm_eps"],
-                             rope_theta=rope.get("rope_theta") or c.get("rope_theta") or 10000.0,
+                             rope_theta=_get(rope, "rope_theta", _get(c, "rope_theta", 10000.0)),
                              tie_embeddings=c.get("tie_word_embeddings", False),
                              bias=bool(c.get("attention_bias", False)))
 
@@ -103,9 +108,12 @@ def from_hf(state_dict, config, dtype=np.float32):
 
     `state_dict`: name -> array (NumPy, or anything `np.asarray` accepts, e.g. CPU torch tensors without grad);
     `config`: the HF config as a dict (`config.to_dict()`) or config object. Missing or unexpected names, or
-    wrong shapes, raise with the names listed; nothing is half-loaded.
+    wrong shapes, raise with the names listed; nothing is half-loaded. The weights are rounded once, from the
+    checkpoint's dtype to `dtype` (default float32): `dtype=np.float64` keeps a float64 checkpoint exactly.
     """
     model = TransformerLM(config_from_hf(config))
+    for p in model.parameters():                  # the dtype first: loading casts into it once, never via float32
+        p.data = p.data.astype(dtype, copy=False)
     transposed = _hf_layout(model)
     arrays = {name: np.asarray(value.detach() if hasattr(value, "detach") else value)
               for name, value in state_dict.items() if not name.endswith(_BUFFER_SUFFIXES)}
@@ -116,6 +124,4 @@ def from_hf(state_dict, config, dtype=np.float32):
             raise ValueError(f"the config ties the head to the token table, but lm_head.weight differs from {table_name}")
     state = {name: (value.T if transposed.get(name) else value) for name, value in arrays.items()}
     model.load_state_dict(state)
-    for p in model.parameters():
-        p.data = p.data.astype(dtype, copy=False)
     return model

@@ -14,8 +14,10 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..core.autograd import no_grad
+from ..core.layers import no_dropout
 from ..core.losses import cross_entropy
 from ..core.optimizers import AdamW
+from ..core.validation import nonnegative_int
 from .train import train_language_model
 from .transformer import TransformerConfig, TransformerLM
 from ..text.corpus import load_corpus
@@ -116,13 +118,14 @@ def evaluate_copy(model, batches, seen_len=None):
     """Loss (nats per scored token) and accuracy (argmax = target) of `model` on [(inputs, targets), ...], without
     gradients, as {"loss", "accuracy", "loss_new", "accuracy_new"}: the "_new" pair counts only positions
     >= `seen_len` (those never seen in training; None when there are none). Returns None when the model cannot
-    read that many positions (a learned table too short)."""
+    read that many positions (a learned table too short). `seen_len=0` counts every position as new."""
+    if seen_len is not None:
+        seen_len = nonnegative_int("seen_len", seen_len)
     length = batches[0][0].shape[1]
     if model.position_table is not None and length > model.config.max_seq_len:
         return None
     sums = np.zeros((2, 3))                                  # rows: all, new; columns: loss, correct, count
-    model.eval()
-    with no_grad():
+    with no_grad(), no_dropout():                            # the model's own mode is left as it was
         for inputs, targets in batches:
             logits = model(inputs).data                                                  # (B, n, V)
             scored = targets != IGNORE
@@ -130,10 +133,9 @@ def evaluate_copy(model, batches, seen_len=None):
             log_probs = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
             picked = np.take_along_axis(log_probs, np.where(scored, targets, 0)[..., None], -1)[..., 0]
             right = logits.argmax(-1) == targets
-            new = scored & (np.arange(length) >= (seen_len or length))[None, :]
+            new = scored & (np.arange(length) >= (length if seen_len is None else seen_len))[None, :]
             for row, keep in enumerate((scored, new)):
                 sums[row] += (-picked[keep].sum(), right[keep].sum(), keep.sum())
-    model.train()
     result = {"loss": sums[0, 0] / sums[0, 2], "accuracy": sums[0, 1] / sums[0, 2],
               "loss_new": sums[1, 0] / sums[1, 2] if sums[1, 2] else None,
               "accuracy_new": sums[1, 1] / sums[1, 2] if sums[1, 2] else None}

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.autograd import no_grad
+from ..core.layers import no_dropout
 from ..core.optimizers import AdamW
 from ..core.validation import positive_int
 from .transformer import TransformerLM
@@ -44,16 +45,14 @@ def random_windows(ids, batch_size, seq_len, rng):
 
 
 def evaluation_loss(model, ids, seq_len, max_windows=32):
-    "Mean next-token loss over up to `max_windows` evenly spaced windows of ids (N,), without gradients."
+    """Mean next-token loss over up to `max_windows` evenly spaced windows of ids (N,), without gradients or dropout.
+
+    The model's `training` flag is left alone (`no_dropout()`, not `model.eval()`): the model may be shared."""
     count = min(max_windows, (len(ids) - 1) // seq_len)
     starts = np.linspace(0, len(ids) - seq_len - 1, count).astype(int)
     windows = ids[starts[:, None] + np.arange(seq_len + 1)]
-    was_training = model.training
-    model.eval()
-    with no_grad():
-        loss = model.loss(windows[:, :-1], windows[:, 1:]).item()
-    model.train(was_training)
-    return loss
+    with no_grad(), no_dropout():
+        return model.loss(windows[:, :-1], windows[:, 1:]).item()
 
 
 def train_language_model(model, train_ids, eval_ids, steps, batch_size=16, seq_len=64, lr=3e-3, eval_every=50,

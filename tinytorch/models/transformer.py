@@ -17,7 +17,7 @@ from ..core.attention import KVCache, MultiHeadAttention
 from ..core.layers import Dropout, Linear, Module, Parameter
 from ..core.losses import cross_entropy
 from ..core.tensor import Tensor
-from ..core.validation import one_of, positive_int
+from ..core.validation import one_of, positive_int, positive_number
 from .generation import generate   # the decoding loop: generation_dev.ipynb, after this notebook
 from ..text.embeddings import (POSITIONS, Embedding, EmbeddingLayer, PositionalEncoding, RotaryEmbedding,
                                       SinusoidalPositionalEncoding, as_token_ids, embedding)
@@ -33,7 +33,7 @@ class LayerNorm(Module):
     """
 
     def __init__(self, dim, eps=1e-5):
-        self.dim, self.eps = positive_int("dim", dim), _positive_number("eps", eps)
+        self.dim, self.eps = positive_int("dim", dim), positive_number("eps", eps)
         self.weight = Parameter(np.ones(self.dim))
         self.bias = Parameter(np.zeros(self.dim))
 
@@ -71,7 +71,7 @@ class RMSNorm(Module):
     """
 
     def __init__(self, dim, eps=1e-6):
-        self.dim, self.eps = positive_int("dim", dim), _positive_number("eps", eps)
+        self.dim, self.eps = positive_int("dim", dim), positive_number("eps", eps)
         self.weight = Parameter(np.ones(self.dim))
 
     def forward(self, x):
@@ -94,12 +94,6 @@ class RMSNorm(Module):
 
     def extra_repr(self):
         return f"{self.dim}, eps={self.eps}"
-
-
-def _positive_number(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not 0 < value < math.inf:
-        raise ValueError(f"{name} must be a positive number; got {value!r}")
-    return float(value)
 
 
 def _check_features(layer, x):
@@ -191,14 +185,21 @@ class TransformerConfig:
         gpt2 = self.arch == "gpt2"
         for name in ("vocab_size", "max_seq_len", "d_model", "num_layers", "num_heads"):
             setattr(self, name, positive_int(name, getattr(self, name)))
-        self.num_kv_heads = positive_int("num_kv_heads", self.num_kv_heads or self.num_heads)
-        if self.head_dim is None and self.d_model % self.num_heads:
-            raise ValueError(f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}; set head_dim")
-        self.head_dim = positive_int("head_dim", self.head_dim or self.d_model // self.num_heads)
-        self.d_ff = positive_int("d_ff", self.d_ff or (4 * self.d_model if gpt2 else
-                                                         32 * math.ceil(8 * self.d_model / 3 / 32)))
-        self.norm_eps = _positive_number("norm_eps", self.norm_eps or (1e-5 if gpt2 else 1e-6))
-        self.rope_theta = _positive_number("rope_theta", self.rope_theta)
+        # Only None means "the family's default": `x or default` would turn a 0 into the default, not an error
+        if self.num_kv_heads is None:
+            self.num_kv_heads = self.num_heads
+        if self.head_dim is None:
+            if self.d_model % self.num_heads:
+                raise ValueError(f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}; set head_dim")
+            self.head_dim = self.d_model // self.num_heads
+        if self.d_ff is None:
+            self.d_ff = 4 * self.d_model if gpt2 else 32 * math.ceil(8 * self.d_model / 3 / 32)
+        if self.norm_eps is None:
+            self.norm_eps = 1e-5 if gpt2 else 1e-6
+        for name in ("num_kv_heads", "head_dim", "d_ff"):
+            setattr(self, name, positive_int(name, getattr(self, name)))
+        self.norm_eps = positive_number("norm_eps", self.norm_eps)
+        self.rope_theta = positive_number("rope_theta", self.rope_theta)
         self.tie_embeddings = gpt2 if self.tie_embeddings is None else bool(self.tie_embeddings)
         self.bias = gpt2 if self.bias is None else bool(self.bias)
         if not (isinstance(self.dropout, (int, float)) and 0 <= self.dropout < 1):
