@@ -261,3 +261,59 @@ def test_a_broadcast_float_mask_with_a_minus_inf_row_masks_that_row_in_every_bat
     out = scaled_dot_product_attention(q, k, v, attn_mask=mask)
     assert np.all(out.data[:, 0] == 0) and np.isfinite(out.data).all()
     assert gradcheck(lambda q, k, v: scaled_dot_product_attention(q, k, v, attn_mask=mask), [q, k, v])
+
+
+# ---------------------------------------------------------------- RoPE layouts
+
+
+def _rotate(x, position, interleaved, base=10000.0):
+    "RoPE written out from its definition: pairs (a, b) -> (a cos - b sin, a sin + b cos) at angle position * theta_i."
+    d = len(x)
+    theta = base ** (-np.arange(0, d, 2) / d)
+    cos, sin = np.cos(position * theta), np.sin(position * theta)
+    first, second = (np.arange(0, d, 2), np.arange(1, d, 2)) if interleaved else (np.arange(d // 2), np.arange(d // 2, d))
+    out = np.empty(d)
+    out[first] = x[first] * cos - x[second] * sin
+    out[second] = x[first] * sin + x[second] * cos
+    return out
+
+
+def test_rope_interleaved_and_half_split_are_different_layouts():
+    """transformers #25199: Hugging Face's LLaMA rotates half-split pairs (x_i, x_{i+d/2}) (`rotate_half`, GPT-NeoX
+    style) while Meta's code rotates interleaved pairs (x0, x1), (x2, x3) (GPT-J style); the weights are permuted at
+    conversion. The two layouts must each match their definition and must differ, so using the wrong one is visible.
+    x = [1, 2, 3, 4] at position 1 (theta = [1, 0.01])."""
+    x = np.array([1.0, 2.0, 3.0, 4.0])
+    interleaved = RotaryEmbedding(4, interleaved=True)(Tensor(x[None, :], dtype=np.float64), positions=[1]).data[0]
+    half_split = RotaryEmbedding(4, interleaved=False)(Tensor(x[None, :], dtype=np.float64), positions=[1]).data[0]
+    np.testing.assert_allclose(interleaved, _rotate(x, 1, interleaved=True), rtol=1e-12)
+    np.testing.assert_allclose(half_split, _rotate(x, 1, interleaved=False), rtol=1e-12)
+    cos, sin = np.cos(np.tile([1.0, 0.01], 2)), np.sin(np.tile([1.0, 0.01], 2))       # transformers' formula
+    rotate_half = np.concatenate([-x[2:], x[:2]])
+    np.testing.assert_allclose(half_split, x * cos + rotate_half * sin, rtol=1e-12)
+    assert np.abs(interleaved - half_split).max() > 0.4
+
+
+# ---------------------------------------------------------------- RoPE on integer input and extreme positions
+
+
+def test_rotary_refuses_integer_input_instead_of_returning_zeros():
+    rope = RotaryEmbedding(4)
+    with pytest.raises(TypeError, match=r"RotaryEmbedding rotates float vectors; got dtype int64"):
+        rope(np.ones((3, 4), dtype=np.int64))
+    with pytest.raises(TypeError, match="got dtype int32"):
+        rope(Tensor(np.ones((3, 4), dtype=np.int32), dtype=np.int32))
+
+
+@pytest.mark.parametrize("dtype, position", [(np.int8, -128), (np.int16, -32768)])
+def test_rope_at_the_most_negative_small_int_takes_the_right_angle(dtype, position):
+    rope = RotaryEmbedding(4, max_seq_len=40_000)
+    x = Tensor(np.random.default_rng(0).standard_normal((1, 4)), dtype=np.float64)
+    narrow = rope(x, positions=np.array([position], dtype=dtype))
+    wide = rope(x, positions=np.array([position], dtype=np.int64))
+    angles = position * 10000.0 ** (-np.arange(0, 4, 2) / 4)
+    a, b = x.data[0, 0::2], x.data[0, 1::2]
+    expected = np.empty(4)
+    expected[0::2], expected[1::2] = a * np.cos(angles) - b * np.sin(angles), a * np.sin(angles) + b * np.cos(angles)
+    assert np.allclose(wide.data[0], expected, atol=1e-12)
+    assert np.allclose(narrow.data[0], expected, atol=1e-12)

@@ -435,3 +435,75 @@ def test_no_dropout_in_one_thread_leaves_dropout_on_in_another():
         done.set()
         evaluator.join(timeout=60)
     assert seen == {"evaluator": 1.0}
+
+
+# ---------------------------------------------------------------- buffers, and train/eval all or nothing
+
+
+class WithBuffers(Module):
+    "A parameter, a persistent integer buffer, a non-persistent cache and a sub-module with its own buffer."
+
+    def __init__(self):
+        self.weight = Parameter(np.ones(3))
+        self.register_buffer("counts", np.zeros(3, dtype=np.int64))
+        self.register_buffer("cache", np.ones(2), persistent=False)
+        self.inner = Linear(3, 2, seed=0)
+        self.inner.register_buffer("mask", np.array([True, False]))
+
+
+class RefusesEval(Module):
+    "A module that cannot leave training mode (the mirror image of QuantizedEmbedding)."
+
+    def _check_mode(self, mode):
+        if not mode:
+            raise RuntimeError("RefusesEval stays in training mode")
+
+
+def test_buffers_are_listed_saved_and_loaded_but_are_not_parameters():
+    model = WithBuffers()
+    assert [name for name, _ in model.named_buffers()] == ["counts", "cache", "inner.mask"]
+    assert [b.dtype for b in model.buffers()] == [np.int64, np.float64, np.bool_]
+    assert [name for name, _ in model.named_parameters()] == ["weight", "inner.weight", "inner.bias"]
+    assert list(model.state_dict()) == ["weight", "inner.weight", "inner.bias", "counts", "inner.mask"]
+    model.counts[...] = [4, 5, 6]
+    model.inner.mask[...] = [False, True]
+    other = WithBuffers()
+    counts_array = other.counts
+    other.load_state_dict(model.state_dict())
+    assert other.counts is counts_array and other.counts.tolist() == [4, 5, 6]
+    assert other.inner.mask.tolist() == [False, True]
+    assert all(isinstance(p, Parameter) for p in model.parameters())   # buffers never reach an optimiser
+    assert all(not isinstance(b, Tensor) for b in model.buffers())
+
+
+def test_a_bad_buffer_value_leaves_every_parameter_and_buffer_unchanged():
+    model, state = WithBuffers(), WithBuffers().state_dict()
+    state["weight"] = np.full(3, 9.0)
+    state["counts"] = np.full(3, 1.5)                        # floats cannot be stored in int64 counts
+    with pytest.raises(TypeError, match="'counts'.*int64"):
+        model.load_state_dict(state)
+    assert model.weight.data.tolist() == [1, 1, 1] and model.counts.tolist() == [0, 0, 0]
+    del state["counts"]
+    with pytest.raises(KeyError, match="missing key.*'counts'"):
+        model.load_state_dict(state)
+    assert model.load_state_dict(state, strict=False).missing_keys == ["counts"]
+
+
+def test_register_buffer_refuses_clashes_tensors_and_non_numbers():
+    model = WithBuffers()
+    with pytest.raises(KeyError, match="'weight'.*already exists"):
+        model.register_buffer("weight", np.zeros(3))
+    with pytest.raises(TypeError, match="ndarray, not a Tensor"):
+        model.register_buffer("table", Tensor([1.0]))
+    with pytest.raises(TypeError, match="dtype object"):
+        model.register_buffer("table", np.array([object()]))
+    model.register_buffer("counts", np.ones(3, dtype=np.int64))     # re-registering one's own buffer is fine
+    model.register_buffer("empty", None)                              # None: listed nowhere, like PyTorch
+    assert "empty" not in dict(model.named_buffers()) and "empty" not in model.state_dict()
+
+
+def test_eval_is_all_or_nothing_for_any_module_that_refuses():
+    model = Sequential(Dropout(0.5), RefusesEval(), Dropout(0.5))
+    with pytest.raises(RuntimeError, match="stays in training"):
+        model.eval()
+    assert all(module.training for _, module in model.named_modules())

@@ -571,3 +571,53 @@ def test_a_tied_head_sees_the_step_on_the_shared_table():
     with pytest.raises(RuntimeError, match=STALE):
         loss.backward()
     assert hidden.grad is None
+
+
+# ---------------------------------------------------------------- optimiser steps and the version counter
+
+
+STALE = "modified by an inplace operation"
+
+
+def _sparse_grad(p):
+    return RowSparseGrad([1], np.ones((1, p.shape[1]), p.dtype), p.shape)
+
+
+@pytest.mark.parametrize("make, sparse", [
+    (lambda ps: SGD(ps, lr=0.1), False), (lambda ps: SGD(ps, lr=0.1, momentum=0.9), False),
+    (lambda ps: SGD(ps, lr=0.1), True), (lambda ps: Adam(ps, lr=0.1), False), (lambda ps: AdamW(ps, lr=0.1), False),
+    (lambda ps: Adagrad(ps, lr=0.1), False), (lambda ps: Adagrad(ps, lr=0.1), True),
+    (lambda ps: SparseAdam(ps, lr=0.1), True)])
+def test_an_optimiser_step_before_a_delayed_backward_raises(make, sparse):
+    model = Linear(3, 2, seed=0)
+    optimizer = make(model.parameters())
+    x = Tensor(np.ones((4, 3)))
+    first, delayed = (model(x) ** 2).sum(), (model(x) * 3).sum()
+    if sparse:
+        model.weight.grad, model.bias.grad = _sparse_grad(model.weight), None
+    else:
+        first.backward()
+    before = model.weight._version
+    optimizer.step()
+    assert model.weight._version > before
+    with pytest.raises(RuntimeError, match=rf"{STALE}: the parameter 'Linear.weight' of shape \(3, 2\).*MatMulBackward"):
+        delayed.backward()
+
+
+def test_load_state_dict_marks_the_parameters_it_overwrites():
+    model = Linear(2, 2, seed=0)
+    loss = (model(Tensor(np.ones((1, 2)))) ** 2).sum()
+    model.load_state_dict(Linear(2, 2, seed=1).state_dict())
+    with pytest.raises(RuntimeError, match=STALE):
+        loss.backward()
+
+
+def test_an_ordinary_training_loop_never_trips_the_check():
+    model = Linear(3, 1, seed=0)
+    optimizer = Adam(model.parameters(), lr=0.01)
+    x = Tensor(np.random.default_rng(0).standard_normal((8, 3)))
+    for _ in range(5):
+        optimizer.zero_grad()
+        loss = (model(x) ** 2).mean()
+        loss.backward()
+        optimizer.step()
