@@ -612,3 +612,36 @@ def test_save_onto_a_symlink_writes_through_it(tmp_path):
     assert link.is_symlink() and link.resolve() == real.resolve()
     np.testing.assert_array_equal(checkpoint.load(real)["weight"], newer.weight.data)
     assert sorted(p.name for p in real.parent.iterdir()) == ["real.npz"], "no temporary file left behind"
+
+
+# ------------------------------------------------------------------------------------------------ issue 23, second part
+# A member may not expand beyond what its shape and dtype need, nor beyond the file's own size.
+
+def _recompressed(blob, compression, pad=b""):
+    "The checkpoint `blob` rewritten with every member compressed by `compression` and `pad` appended to each array."
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression) as archive:
+        for name, data in members(blob).items():
+            archive.writestr(name, data + (pad if not name.startswith("__") else b""))
+    return buffer.getvalue()
+
+
+def test_a_deflate_bomb_is_refused_before_it_is_decompressed(tmp_path, monkeypatch):
+    path = save({"zeros": np.zeros(2_000_000, np.float32)}, tmp_path / "bomb.npz")   # 8 MB of zeros
+    bomb = _recompressed(path.read_bytes(), zipfile.ZIP_DEFLATED)
+    assert len(bomb) * 200 < path.stat().st_size, "the test needs a real bomb: a ratio of hundreds to one"
+    path.write_bytes(bomb)
+    reads = []
+    original_open = zipfile.ZipFile.open
+    monkeypatch.setattr(zipfile.ZipFile, "open", lambda self, name, *a, **k: reads.append(name) or
+                        original_open(self, name, *a, **k))
+    with pytest.raises(CheckpointError, match="compress"):
+        load(path)
+    assert not any("zeros" in str(getattr(name, "filename", name)) for name in reads), "refused unread"
+
+
+def test_a_member_longer_than_its_shape_needs_is_refused(tmp_path):
+    path = save({"w": np.arange(6.0)}, tmp_path / "padded.npz")
+    path.write_bytes(_recompressed(path.read_bytes(), zipfile.ZIP_STORED, pad=b"\0" * 100_000))
+    with pytest.raises(CheckpointError, match="'w'.*100"):
+        load(path)

@@ -98,18 +98,32 @@ def _write_npz(file, entries):
 
 # %% ../../modules/03_layers/checkpoint_dev.ipynb #1a78aa75
 def _read_member(archive, key):
-    "The array stored as `key` in an open `NpzFile`, after checking its header against the member's size."
+    """The array stored as `key` in an open `NpzFile`, after checking its header against the member's size.
+
+    Only stored (uncompressed) members are read, as `save` writes them: a deflated member can expand a
+    thousandfold (a zip bomb), so it is refused from the zip directory alone, before a byte is decompressed.
+    The member must then hold exactly its header and `prod(shape) * itemsize` bytes, no more and no less.
+    """
     member = archive.zip.getinfo(f"{key}.npy")
+    if member.compress_type != zipfile.ZIP_STORED or member.compress_size != member.file_size:
+        raise CheckpointError(f"entry {key!r} is compressed ({member.compress_size} bytes declared to expand to "
+                              f"{member.file_size}); save() stores members uncompressed, and a compressed one could "
+                              f"expand far beyond the file's size, so it is refused unread")
     with archive.zip.open(member) as stream:
         version = np.lib.format.read_magic(stream)
         read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
         shape, _, dtype = read_header(stream)
+        header_size = stream.tell()
     if dtype.hasobject:
         raise CheckpointError(f"entry {key!r} holds Python objects (dtype {dtype}): reading it would mean "
                               f"unpickling, which can run any code, so it is refused")
-    if math.prod(shape) * dtype.itemsize > member.file_size:
+    data_size = math.prod(shape) * dtype.itemsize
+    if header_size + data_size > member.file_size:
         raise CheckpointError(f"entry {key!r} claims shape {shape} of {dtype}, more than the {member.file_size} "
                               f"bytes it holds")
+    if header_size + data_size < member.file_size:
+        raise CheckpointError(f"entry {key!r} holds {member.file_size} bytes, more than the {header_size}-byte "
+                              f"header and {data_size} bytes of its shape {shape} of {dtype} need")
     array = archive[key]                      # allow_pickle=False; read to the end, so the CRC-32 is checked
     if not isinstance(array, np.ndarray):
         raise CheckpointError(f"entry {key!r} is not a .npy array")
