@@ -117,3 +117,12 @@ def test_activation_output_keeps_float32_and_the_graph():
     for layer in (ReLU(), Sigmoid(), Tanh(), GELU(), Softmax(), LogSoftmax()):
         y = layer(x)
         assert y.dtype == np.float32 and y.requires_grad and y._grad_fn is not None
+
+
+# ---------------------------------------------------------------- issue 23, second part: integer inputs give float32
+
+@pytest.mark.parametrize("layer", [Sigmoid(), Tanh(), GELU(), Softmax(), LogSoftmax()])
+def test_float_activations_of_integer_inputs_give_float32(layer):
+    out = layer(Tensor([0, 1, 2]))
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out.data, layer(Tensor([0.0, 1.0, 2.0])).data, rtol=1e-6)

@@ -467,7 +467,7 @@ def test_integer_ops_stay_integer():
     ids = Tensor([1, 2, 3])
     assert (ids + 1).dtype.kind == "i"
     assert (ids * ids).dtype.kind == "i"
-    assert (ids * 0.5).dtype == np.float64
+    assert (ids * 0.5).dtype == np.float32      # a float constant gives the default float dtype, as in PyTorch
 
 
 def test_np_array_of_tensor_copies_and_asarray_shares():
@@ -741,3 +741,41 @@ def test_reductions_take_a_list_of_axes(reduce):
     out = getattr(x, reduce)(axis=[0, 1])
     np.testing.assert_array_equal(out.data, getattr(data, reduce)(axis=(0, 1)))
     assert gradcheck(lambda t: getattr(t, reduce)(axis=[0, -2], keepdims=True), [x])
+
+
+# ---------------------------------------------------------------- issue 23, second part: integer inputs, PyTorch's promotion
+
+@pytest.mark.parametrize("op", ["exp", "log", "sqrt", "tanh", "sigmoid", "gelu", "softmax", "log_softmax"])
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint8, np.bool_])
+def test_float_functions_of_integers_give_float32(op, dtype):
+    x = Tensor(np.array([0, 1, 2]).astype(dtype))
+    with np.errstate(divide="ignore"):                                          # log(0) = -inf, as in torch
+        out, expected = getattr(x, op)(), getattr(Tensor(x.data.astype(np.float32)), op)()
+    assert out.dtype == np.float32, f"{op} of {np.dtype(dtype)} gave {out.dtype}"
+    np.testing.assert_allclose(out.data, expected.data, rtol=1e-6)
+
+
+def test_sigmoid_of_integers_is_not_rounded_to_0_or_1():
+    assert np.allclose(Tensor([0, 1, 2]).sigmoid().data, [0.5, 0.7310586, 0.8807971])
+
+
+@pytest.mark.parametrize("int_dtype", [np.int64, np.int32, np.int8, np.uint8, np.bool_])
+@pytest.mark.parametrize("op", ["__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
+                                "__truediv__", "__rtruediv__"])
+def test_integer_tensor_with_float32_tensor_gives_float32(int_dtype, op):
+    ints, floats = Tensor(np.array([1, 2, 1]).astype(int_dtype)), Tensor([0.5, 2.0, 4.0], requires_grad=True)
+    out = getattr(floats, op)(ints)
+    assert out.dtype == np.float32, f"float32 {op} {np.dtype(int_dtype)} gave {out.dtype}"
+    out = getattr(ints, op)(floats)
+    assert out.dtype == np.float32, f"{np.dtype(int_dtype)} {op} float32 gave {out.dtype}"
+    out.sum().backward()
+    assert floats.grad.dtype == np.float32
+
+
+def test_integer_division_and_float_constants_give_float32_as_in_pytorch():
+    ints = Tensor([1, 2, 3])
+    assert (ints / 2).dtype == np.float32 and (ints / ints).dtype == np.float32 and (1 / ints).dtype == np.float32
+    assert (ints * 0.5).dtype == np.float32 and (0.5 + ints).dtype == np.float32
+    assert (ints + 1).dtype == np.int64 and (ints * ints).dtype == np.int64       # integers stay integers
+    assert (Tensor([1.0], dtype=np.float64) + ints).dtype == np.float64          # a float64 tensor stays float64
+    assert (Tensor([1.5]) @ Tensor([[2]])).dtype == np.float32

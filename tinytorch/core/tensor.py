@@ -218,15 +218,15 @@ class Tensor:
 
     T = property(lambda self: self.permute(tuple(reversed(range(self.ndim)))), doc="All axes reversed.")
 
-    def exp(self): return ExpBackward.apply(self)
-    def log(self): return LogBackward.apply(self)
-    def sqrt(self): return SqrtBackward.apply(self)
-    def tanh(self): return TanhBackward.apply(self)
+    def exp(self): return ExpBackward.apply(_floating(self))
+    def log(self): return LogBackward.apply(_floating(self))
+    def sqrt(self): return SqrtBackward.apply(_floating(self))
+    def tanh(self): return TanhBackward.apply(_floating(self))
     def relu(self): return ReLUBackward.apply(self)
-    def sigmoid(self): return SigmoidBackward.apply(self)
-    def gelu(self): return GELUBackward.apply(self)
-    def softmax(self, axis=-1): return SoftmaxBackward.apply(self, axis=axis)
-    def log_softmax(self, axis=-1): return LogSoftmaxBackward.apply(self, axis=axis)
+    def sigmoid(self): return SigmoidBackward.apply(_floating(self))
+    def gelu(self): return GELUBackward.apply(_floating(self))
+    def softmax(self, axis=-1): return SoftmaxBackward.apply(_floating(self), axis=axis)
+    def log_softmax(self, axis=-1): return LogSoftmaxBackward.apply(_floating(self), axis=axis)
 
 # %% ../../modules/01_tensor/tensor_dev.ipynb #a67b1995
 class AddBackward(Function):
@@ -364,7 +364,25 @@ def _as_tensor(value, like):
     array = np.asarray(value)
     if like.dtype.kind == "f" and array.dtype.kind in "fiub":   # numbers and masks take the tensor's float dtype
         array = array.astype(like.dtype)
-    return Tensor(array, dtype=array.dtype)
+        return Tensor(array, dtype=array.dtype)
+    return Tensor(array)                       # beside integers: ints stay ints, a float is float32 (as Tensor(0.5))
+
+
+def _floating(x):
+    "`x` if it holds floats, else a float32 copy: float functions of integers give the default float dtype, as in PyTorch."
+    return x if x.dtype.kind == "f" else Tensor(x.data.astype(np.float32))
+
+
+def _promoted(a, b, function=None):
+    """Tensors `a`, `b` in PyTorch's result dtype: an integer or bool tensor beside a float one takes its
+    float dtype (NumPy would make `int64 + float32` float64), and division of two integer tensors is float32."""
+    if a.dtype.kind == "f" and b.dtype.kind != "f":
+        b = Tensor(b.data.astype(a.dtype))         # integers never require grad: a constant copy is enough
+    elif b.dtype.kind == "f" and a.dtype.kind != "f":
+        a = Tensor(a.data.astype(b.dtype))
+    elif function is DivBackward and a.dtype.kind != "f":
+        a, b = _floating(a), _floating(b)
+    return a, b
 
 
 def _binary(function, verb, a, b):
@@ -375,13 +393,15 @@ def _binary(function, verb, a, b):
         np.broadcast_shapes(a.shape, b.shape)
     except ValueError:
         raise ValueError(f"cannot {verb} tensors of shapes {a.shape} and {b.shape}: they do not broadcast") from None
-    return function.apply(a, b)
+    return function.apply(*_promoted(a, b, function))
 
 
 def _power(x, exponent):
     "x ** exponent: a constant exponent uses PowBackward; a tensor exponent PowTensorBackward."
     if isinstance(exponent, Tensor):
         return _binary(PowTensorBackward, "take powers of", x, exponent)
+    if x.dtype.kind != "f" and np.asarray(exponent).dtype.kind == "f":
+        x = _floating(x)                           # ints ** 0.5 is float32, as in PyTorch
     return PowBackward.apply(x, exponent=_as_tensor(exponent, x).data)  # x ** np.float64(2) stays float32
 
 # %% ../../modules/01_tensor/tensor_dev.ipynb #c436d62c
@@ -433,6 +453,7 @@ def _matmul(a, b):
     "a @ b with a clear error when the inner dimensions differ."
     a = a if isinstance(a, Tensor) else _as_tensor(a, b)
     b = b if isinstance(b, Tensor) else _as_tensor(b, a)
+    a, b = _promoted(a, b)
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError(f"matmul needs at least 1-D tensors; got shapes {a.shape} and {b.shape}")
     inner_a, inner_b = a.shape[-1], b.shape[0] if b.ndim == 1 else b.shape[-2]
