@@ -315,3 +315,13 @@ def test_a_forked_child_can_use_the_worker_pool_the_parent_started(monkeypatch):
         except multiprocessing.TimeoutError:
             pool.terminate()
             pytest.fail("the forked child hung: it waited on pool threads that exist only in the parent")
+
+
+# ------------------------------------------------------------------------------------------------ issue 23, second part
+
+def test_fast_kernels_refuses_a_non_bool_and_keeps_the_mode():
+    before = kernels.mode()
+    with pytest.raises(TypeError, match="on must be True or False"):
+        with fast.fast_kernels(on="no"):
+            pass
+    assert kernels.mode() == before

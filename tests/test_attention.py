@@ -317,3 +317,38 @@ def test_rope_at_the_most_negative_small_int_takes_the_right_angle(dtype, positi
     expected[0::2], expected[1::2] = a * np.cos(angles) - b * np.sin(angles), a * np.sin(angles) + b * np.cos(angles)
     assert np.allclose(wide.data[0], expected, atol=1e-12)
     assert np.allclose(narrow.data[0], expected, atol=1e-12)
+
+
+# ---------------------------------------------------------------- issue 23, second part: flags and sizes
+
+ATTENTION_CALLS = {
+    "bias='no'": (lambda: MultiHeadAttention(8, 2, bias="no"), TypeError, "bias must be True or False"),
+    "fused_qkv='no'": (lambda: MultiHeadAttention(8, 2, fused_qkv="no"), TypeError, "fused_qkv must be True or False"),
+    "causal='no'": (lambda: MultiHeadAttention(8, 2, causal="no"), TypeError, "causal must be True or False"),
+    "alibi='no'": (lambda: MultiHeadAttention(8, 2, alibi="no"), TypeError, "alibi must be True or False"),
+    "causal_mask(-1, 2)": (lambda: causal_mask(-1, 2), ValueError, "query_len"),
+    "causal_mask(2.5, 2)": (lambda: causal_mask(2.5, 2), TypeError, "query_len"),
+    "causal_mask(2, -3)": (lambda: causal_mask(2, -3), ValueError, "key_len"),
+    "causal_mask(2, 2, offset=0.5)": (lambda: causal_mask(2, 2, offset=0.5), TypeError, "offset"),
+    "causal_mask(2, 2, offset='1')": (lambda: causal_mask(2, 2, offset="1"), TypeError, "offset"),
+}
+
+
+@pytest.mark.parametrize("case", ATTENTION_CALLS)
+def test_attention_refuses_bad_flags_and_sizes_naming_them(case):
+    call, kind, words = ATTENTION_CALLS[case]
+    with pytest.raises(kind, match=words):
+        call()
+
+
+def test_causal_mask_takes_zero_and_negative_offsets():
+    assert causal_mask(0, 3).shape == (0, 3) and causal_mask(2, 0).shape == (2, 0)
+    assert causal_mask(2, 2, offset=-1).tolist() == [[False, False], [True, False]]
+
+
+def test_rotate_pairs_refuses_a_non_bool_interleaved():
+    with pytest.raises(TypeError, match="interleaved must be True or False"):
+        RotaryEmbedding(4, interleaved="no")
+    from tinytorch.core.attention import rotate_pairs
+    with pytest.raises(TypeError, match="interleaved must be True or False"):
+        rotate_pairs(np.ones((1, 4)), np.ones((1, 2)), np.zeros((1, 2)), interleaved="no")

@@ -170,3 +170,10 @@ def test_max_norm_that_changes_nothing_keeps_the_graph_usable():
     emb = Embedding.from_pretrained([[0.3, 0.4], [0.6, 0.8]], freeze=False, max_norm=1.0)
     ((emb.weight * emb.weight).sum() + emb([0, 1]).sum()).backward()
     assert np.allclose(emb.weight.grad, 2 * emb.weight.data + 1)
+
+
+# ------------------------------------------------------------------------------------------------ issue 23, second part
+
+def test_from_pretrained_refuses_a_non_bool_freeze():
+    with pytest.raises(TypeError, match="freeze must be True or False"):
+        Embedding.from_pretrained(np.ones((3, 2)), freeze="no")

@@ -507,3 +507,30 @@ def test_eval_is_all_or_nothing_for_any_module_that_refuses():
     with pytest.raises(RuntimeError, match="stays in training"):
         model.eval()
     assert all(module.training for _, module in model.named_modules())
+
+
+# ---------------------------------------------------------------- issue 23, second part: flags are True or False
+
+FLAG_CALLS = {
+    "Linear(bias='no')": (lambda: Linear(2, 3, bias="no"), "bias"),
+    "Linear(bias=1)": (lambda: Linear(2, 3, bias=1), "bias"),
+    "Module.train('no')": (lambda: Linear(2, 3).train("no"), "mode"),
+    "register_buffer(persistent='no')": (lambda: Module().register_buffer("b", np.zeros(2), persistent="no"),
+                                         "persistent"),
+    "load_state_dict(strict='no')": (lambda: Linear(2, 3).load_state_dict({}, strict="no"), "strict"),
+}
+
+
+@pytest.mark.parametrize("case", FLAG_CALLS)
+def test_a_flag_that_is_not_a_bool_is_refused_naming_it(case):
+    call, name = FLAG_CALLS[case]
+    with pytest.raises(TypeError, match=f"{name} must be True or False"):
+        call()
+
+
+def test_a_refused_train_mode_leaves_the_mode_alone():
+    model = Sequential(Linear(2, 2), Dropout(0.5))
+    with pytest.raises(TypeError):
+        model.train("no")
+    assert all(m.training for _, m in model.named_modules())
+    assert not any(m.training for _, m in model.train(False).named_modules())

@@ -621,3 +621,27 @@ def test_an_ordinary_training_loop_never_trips_the_check():
         loss = (model(x) ** 2).mean()
         loss.backward()
         optimizer.step()
+
+
+# ---------------------------------------------------------------- issue 23, second part: hyper-parameters are finite
+
+@pytest.mark.parametrize("make, name", [
+    (lambda ps: Adam(ps, lr=float("inf")), "lr"), (lambda ps: AdamW(ps, lr=float("nan")), "lr"),
+    (lambda ps: SGD(ps, lr=float("inf")), "lr"), (lambda ps: SGD(ps, lr=0.1, momentum=float("inf")), "momentum"),
+    (lambda ps: Adam(ps, eps=float("inf")), "eps"), (lambda ps: AdamW(ps, weight_decay=float("inf")), "weight_decay"),
+    (lambda ps: Adagrad(ps, lr_decay=float("inf")), "lr_decay"), (lambda ps: SparseAdam(ps, lr=float("inf")), "lr"),
+    (lambda ps: SGD(ps, lr="0.1"), "lr"), (lambda ps: SGD(ps, lr=True), "lr"),
+])
+def test_optimizer_hyper_parameters_must_be_finite_numbers(make, name):
+    with pytest.raises((TypeError, ValueError), match=name):
+        make([Parameter(np.ones(3))])
+
+
+def test_an_infinite_lr_set_between_steps_is_refused_and_changes_nothing():
+    p = Parameter(np.ones(3))
+    optimizer = Adam([p], lr=0.1)
+    p.grad = np.ones(3)
+    optimizer.lr = float("inf")
+    with pytest.raises(ValueError, match="lr"):
+        optimizer.step()
+    assert np.array_equal(p.data, np.ones(3)) and optimizer.state == [{}]

@@ -779,3 +779,21 @@ def test_integer_division_and_float_constants_give_float32_as_in_pytorch():
     assert (ints + 1).dtype == np.int64 and (ints * ints).dtype == np.int64       # integers stay integers
     assert (Tensor([1.0], dtype=np.float64) + ints).dtype == np.float64          # a float64 tensor stays float64
     assert (Tensor([1.5]) @ Tensor([[2]])).dtype == np.float32
+
+
+# ---------------------------------------------------------------- issue 23, second part: flags are True or False
+
+@pytest.mark.parametrize("value", ["no", 1, None, np.array([True])])
+def test_requires_grad_must_be_a_bool(value):
+    with pytest.raises(TypeError, match="requires_grad must be True or False"):
+        Tensor([1.0], requires_grad=value)
+    x = Tensor([1.0])
+    with pytest.raises(TypeError, match="requires_grad"):
+        x.requires_grad = value
+    assert x.requires_grad is False
+
+
+@pytest.mark.parametrize("reduction", ["sum", "mean", "max"])
+def test_keepdims_must_be_a_bool(reduction):
+    with pytest.raises(TypeError, match="keepdims must be True or False"):
+        getattr(Tensor([[1.0, 2.0]]), reduction)(axis=1, keepdims="no")

@@ -438,3 +438,49 @@ def test_from_a_hugging_face_llama_config_a_zero_is_refused_not_defaulted(key, f
         config_from_hf(config)
     config[key] = None
     assert config_from_hf(config).num_kv_heads == (4 if key == "num_key_value_heads" else 2)
+
+
+# ---------------------------------------------------------------- issue 23, second part: flags and hyper-parameters
+
+def _tiny_lm():
+    return TransformerLM(TransformerConfig(vocab_size=11, max_seq_len=8, d_model=8, num_layers=1, num_heads=2), seed=0)
+
+
+TRANSFORMER_CALLS = {
+    "TransformerConfig(tie_embeddings='no')": (lambda: TransformerConfig(tie_embeddings="no"), TypeError,
+                                               "tie_embeddings must be True or False"),
+    "TransformerConfig(bias='no')": (lambda: TransformerConfig(bias="no"), TypeError, "bias must be True or False"),
+    "TransformerConfig(dropout=True)": (lambda: TransformerConfig(dropout=True), TypeError, "dropout"),
+    "TransformerConfig(dropout='0.1')": (lambda: TransformerConfig(dropout="0.1"), TypeError, "dropout"),
+    "TransformerConfig(arch=1)": (lambda: TransformerConfig(arch=1), ValueError, "arch"),
+    "generate(use_cache='no')": (lambda: _tiny_lm().generate([1, 2], 2, use_cache="no"), TypeError,
+                                 "use_cache must be True or False"),
+    "generate(temperature=nan)": (lambda: _tiny_lm().generate([1, 2], 2, temperature=float("nan")), ValueError,
+                                  "temperature"),
+    "pick_tokens(1-D logits)": (lambda: pick_tokens(np.zeros(5)), ValueError, "logits"),
+    "pick_tokens(NaN logits)": (lambda: pick_tokens(np.array([[0.0, np.nan]])), ValueError, "logits"),
+    "pick_tokens(NaN logits, sampled)": (lambda: pick_tokens(np.array([[0.0, np.nan]]), 1.0), ValueError, "logits"),
+    "pick_tokens(no columns)": (lambda: pick_tokens(np.zeros((2, 0))), ValueError, "logits"),
+    "pick_tokens(temperature=-1)": (lambda: pick_tokens(np.zeros((1, 3)), -1.0), ValueError, "temperature"),
+    "pick_tokens(temperature='1')": (lambda: pick_tokens(np.zeros((1, 3)), "1"), TypeError, "temperature"),
+    "from_hf(dtype=np.int32)": (lambda: from_hf(to_hf(_tiny_lm()), config_to_hf(_tiny_lm().config),
+                                                dtype=np.int32), TypeError, "dtype"),
+    "train_language_model(lr=inf)": (lambda: train_language_model(_tiny_lm(), np.arange(40) % 11, np.arange(40) % 11,
+                                                                  steps=1, seq_len=4, lr=float("inf")),
+                                     ValueError, "lr"),
+}
+
+
+@pytest.mark.parametrize("case", TRANSFORMER_CALLS)
+def test_transformers_refuse_bad_flags_and_hyper_parameters_naming_them(case):
+    call, kind, words = TRANSFORMER_CALLS[case]
+    with pytest.raises(kind, match=words):
+        call()
+
+
+def test_a_refused_training_run_leaves_the_model_unchanged():
+    model = _tiny_lm()
+    before = {name: p.data.copy() for name, p in model.named_parameters()}
+    with pytest.raises(ValueError):
+        train_language_model(model, np.arange(40) % 11, np.arange(40) % 11, steps=1, seq_len=4, lr=float("inf"))
+    assert all(np.array_equal(p.data, before[name]) for name, p in model.named_parameters())

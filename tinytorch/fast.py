@@ -296,6 +296,8 @@ def use_plain():
 @contextlib.contextmanager
 def fast_kernels(on=True):
     "Run the body of a `with` block with the fast kernels (`on=False`: the plain ones), then restore the mode."
+    if not isinstance(on, (bool, np.bool_)):              # checked before the switch: a refusal changes no mode
+        raise TypeError(f"on must be True or False; got {on!r}")
     previous = kernels.set_mode("fast" if on else "plain")
     try:
         yield

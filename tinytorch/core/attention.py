@@ -15,7 +15,7 @@ import numpy as np
 from .autograd import Function
 from .layers import Dropout, Linear, Module
 from .tensor import Tensor, concatenate
-from .validation import flag, nonnegative_int, number_above, positive_int
+from .validation import flag, is_int, nonnegative_int, number_above, positive_int
 
 # %% ../../modules/12_attention/attention_dev.ipynb #399343a6
 def attention_scores(query, key, scale=None):
@@ -61,6 +61,9 @@ def causal_mask(query_len, key_len, offset=0):
     HINTS:
     - `np.tril(np.ones((L, S), bool), k=offset)` is the same thing.
     """
+    query_len, key_len = nonnegative_int("query_len", query_len), nonnegative_int("key_len", key_len)
+    if not is_int(offset):
+        raise TypeError(f"offset must be an int (negative or not); got {offset!r}")
     ### BEGIN SOLUTION
     return np.arange(key_len)[None, :] <= np.arange(query_len)[:, None] + offset
     ### END SOLUTION
@@ -228,6 +231,7 @@ def rotate_pairs(x, cos, sin, interleaved=True):
     HINTS:
     - Rotating back (the backward pass) is the same call with `-sin`.
     """
+    interleaved = flag("interleaved", interleaved)
     ### BEGIN SOLUTION
     half = x.shape[-1] // 2
     first, second = (np.s_[..., 0::2], np.s_[..., 1::2]) if interleaved else (np.s_[..., :half], np.s_[..., half:])
@@ -398,9 +402,10 @@ class MultiHeadAttention(Module):
         self.head_dim = positive_int("head_dim", self.d_model // self.num_heads if head_dim is None else head_dim)
         if rope is not None and (not isinstance(rope, RotaryEmbedding) or rope.dim != self.head_dim):
             raise ValueError(f"rope must be a RotaryEmbedding of dim head_dim={self.head_dim} or None; got {rope!r}")
-        if alibi and rope is not None:
+        if flag("alibi", alibi) and rope is not None:
             raise ValueError("pass rope or alibi=True, not both: each is a whole position scheme")
-        self.fused_qkv, self.causal, self.alibi = bool(fused_qkv), bool(causal), bool(alibi)
+        bias = flag("bias", bias)
+        self.fused_qkv, self.causal, self.alibi = flag("fused_qkv", fused_qkv), flag("causal", causal), flag("alibi", alibi)
         q_width, kv_width = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
         seeds = np.random.SeedSequence(seed).generate_state(4) if seed is not None else [None] * 4
         if self.fused_qkv:

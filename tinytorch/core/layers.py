@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 from .autograd import PROFILERS
 from .tensor import Tensor
-from .validation import is_number, positive_int
+from .validation import flag, is_number, positive_int
 
 # %% ../../modules/03_layers/layers_dev.ipynb #a169c68e
 class Parameter(Tensor):
@@ -160,7 +160,7 @@ class Module:
             array = np.asarray(array)
             if array.dtype.kind not in "fiub":
                 raise TypeError(f"buffer {name!r} must hold numbers or bools; got dtype {array.dtype}")
-        vars(self).setdefault("_buffers", {})[name] = bool(persistent)   # name -> persistent
+        vars(self).setdefault("_buffers", {})[name] = flag("persistent", persistent)   # name -> persistent
         setattr(self, name, array)
 
     def _buffer_entries(self, prefix=""):
@@ -181,11 +181,12 @@ class Module:
 
     def train(self, mode=True):
         "Set `training = mode` on this module and every sub-module, all or nothing; returns self."
+        mode = flag("mode", mode)
         modules = [module for _, module in self.named_modules()]
         for module in modules:                # check first: a module that refuses raises before any switch
-            module._check_mode(bool(mode))
+            module._check_mode(mode)
         for module in modules:
-            module.training = bool(mode)
+            module.training = mode
         return self
 
     def _check_mode(self, mode):
@@ -218,6 +219,7 @@ class Module:
         if not isinstance(state, Mapping):
             raise TypeError(f"state_dict must be a mapping of parameter name -> array, such as "
                             f"module.state_dict(); got {type(state).__name__}")
+        strict = flag("strict", strict)
         targets = OrderedDict((name, ("parameter", p.data, p)) for name, p in self.named_parameters())
         targets.update((full, ("buffer", getattr(module, name), None)) for full, module, name, persistent
                        in self._buffer_entries() if persistent)
@@ -304,6 +306,7 @@ class Linear(Module):
         """
         self.in_features = positive_int("in_features", in_features)
         self.out_features = positive_int("out_features", out_features)
+        bias = flag("bias", bias)
         ### BEGIN SOLUTION
         rng = np.random.default_rng(seed)
         bound = 1 / np.sqrt(in_features)

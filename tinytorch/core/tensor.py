@@ -11,6 +11,7 @@ __all__ = ['Tensor', 'AddBackward', 'SubBackward', 'MulBackward', 'DivBackward',
 import numpy as np
 from .autograd import Function, backward
 from .kernels import segment_sum   # the kernel table: plain (module 05) unless module 18's fast one is on
+from .validation import flag
 
 # %% ../../modules/01_tensor/tensor_dev.ipynb #509685c4
 class _Versions:
@@ -77,9 +78,10 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, value):
+        value = flag("requires_grad", value)
         if value and self.data.dtype.kind != "f":
             raise TypeError(f"only floating-point tensors can require gradients; this one is {self.data.dtype}")
-        self._requires_grad = bool(value)
+        self._requires_grad = value
 
     @property
     def data(self):
@@ -189,15 +191,15 @@ class Tensor:
 
     def sum(self, axis=None, keepdims=False):
         "Sum over `axis` (int, tuple or list, None for all)."
-        return SumBackward.apply(self, axis=_axes(axis), keepdims=keepdims)
+        return SumBackward.apply(self, axis=_axes(axis), keepdims=flag("keepdims", keepdims))
 
     def mean(self, axis=None, keepdims=False):
         "Mean over `axis` (int, tuple or list, None for all)."
-        return MeanBackward.apply(self, axis=_axes(axis), keepdims=keepdims)
+        return MeanBackward.apply(self, axis=_axes(axis), keepdims=flag("keepdims", keepdims))
 
     def max(self, axis=None, keepdims=False):
         "Maximum over `axis` (int, tuple or list, None for all); the gradient is shared equally between tied maxima."
-        return MaxBackward.apply(self, axis=_axes(axis), keepdims=keepdims)
+        return MaxBackward.apply(self, axis=_axes(axis), keepdims=flag("keepdims", keepdims))
 
     def reshape(self, *shape):
         "Same data, new shape: `x.reshape(2, -1)` or `x.reshape((2, -1))`."

@@ -77,11 +77,13 @@ def number_above(name, value, bound, rule):
 
 
 def number_at_least(name, value, bound=0):
-    "`value` as a float >= `bound` (NaN refused: `not nan >= 0`); else TypeError or ValueError naming the bound."
+    "`value` as a finite float >= `bound` (NaN refused: `not nan >= 0`; inf too); else TypeError or ValueError naming the bound."
     if not is_number(value):
         raise TypeError(f"{name} must be a number; got {value!r}")
     if not value >= bound:
         raise ValueError(f"{name} must be >= {bound}; got {name}={value}")
+    if value == np.inf:
+        raise ValueError(f"{name} must be a finite number >= {bound}; got {name}={value}")
     return float(value)
 
 

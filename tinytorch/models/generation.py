@@ -6,27 +6,30 @@
 __all__ = ['pick_tokens', 'generate']
 
 # %% ../../modules/13_transformers/generation_dev.ipynb #42c4ab75
-import math
-
 import numpy as np
 
 from ..core.autograd import no_grad
 from ..core.layers import no_dropout
+from ..core.validation import flag, number_at_least
 from ..text.embeddings import as_token_ids
 
 # %% ../../modules/13_transformers/generation_dev.ipynb #2f69fc09
 def _check_generate_options(max_new_tokens, temperature):
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be an integer >= 0; got {max_new_tokens!r}")
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float, np.number)) or \
-            not 0 <= temperature < math.inf:
-        raise ValueError(f"temperature must be a number >= 0 (0 = greedy); got {temperature!r}")
+    number_at_least("temperature", temperature)                 # finite, >= 0 (0 = greedy)
 
 
 def pick_tokens(logits, temperature=0.0, rng=None):
     """One token id per row of `logits` (B, V): the argmax when `temperature` is 0, else a sample from
     softmax(logits / temperature) drawn with `rng` (a NumPy Generator). Returns int64 (B,)."""
+    number_at_least("temperature", temperature)
     logits = np.asarray(logits, dtype=np.float64)
+    if logits.ndim != 2 or logits.shape[1] == 0:
+        raise ValueError(f"logits must have shape (batch, vocab_size) with vocab_size >= 1; got shape {logits.shape}")
+    if np.isnan(logits).any():
+        raise ValueError(f"logits hold NaN at row(s) {np.flatnonzero(np.isnan(logits).any(axis=1)).tolist()}: "
+                         f"no token can be picked from them")
     if temperature == 0:
         return logits.argmax(axis=-1)
     scaled = logits / temperature
@@ -44,6 +47,7 @@ def generate(model, ids, max_new_tokens, temperature=0.0, use_cache=True, seed=N
     `training` flag is never touched, so a caller training it, in this thread or another, keeps its mode.
     """
     _check_generate_options(max_new_tokens, temperature)
+    use_cache = flag("use_cache", use_cache)
     ids = as_token_ids(ids, model.config.vocab_size)
     if ids.ndim not in (1, 2) or ids.shape[-1] == 0:
         raise ValueError(f"generate needs a non-empty prompt of shape (batch, seq) or (seq,); got shape {ids.shape}")

@@ -9,6 +9,7 @@ __all__ = ['config_from_hf', 'config_to_hf', 'to_hf', 'from_hf']
 import numpy as np
 
 from ..core.layers import Linear
+from ..core.validation import float_dtype
 from .transformer import ARCHITECTURES, TransformerConfig, TransformerLM
 
 # %% ../../modules/13_transformers/hf_dev.ipynb #c8e4285c
@@ -111,6 +112,7 @@ def from_hf(state_dict, config, dtype=np.float32):
     wrong shapes, raise with the names listed; nothing is half-loaded. The weights are rounded once, from the
     checkpoint's dtype to `dtype` (default float32): `dtype=np.float64` keeps a float64 checkpoint exactly.
     """
+    dtype = float_dtype(dtype, "a model's parameters")          # before any work: np.int32 is refused, naming dtype
     model = TransformerLM(config_from_hf(config))
     for p in model.parameters():                  # the dtype first: loading casts into it once, never via float32
         p.data = p.data.astype(dtype, copy=False)

@@ -15,7 +15,7 @@ import numpy as np
 from ..core.autograd import no_grad
 from ..core.layers import no_dropout
 from ..core.optimizers import AdamW
-from ..core.validation import positive_int
+from ..core.validation import positive_int, positive_number
 from .transformer import TransformerLM
 
 # %% ../../modules/13_transformers/train_dev.ipynb #8e4c5a1a
@@ -65,6 +65,7 @@ def train_language_model(model, train_ids, eval_ids, steps, batch_size=16, seq_l
     """
     steps, batch_size, seq_len, eval_every = (positive_int(name, value) for name, value in (
         ("steps", steps), ("batch_size", batch_size), ("seq_len", seq_len), ("eval_every", eval_every)))
+    lr = positive_number("lr", lr)
     for name, ids in (("train_ids", train_ids), ("eval_ids", eval_ids)):
         if np.ndim(ids) != 1 or len(ids) < seq_len + 2:
             raise ValueError(f"{name} must be a 1-D array of at least seq_len + 2 = {seq_len + 2} token ids; "

@@ -17,7 +17,7 @@ from ..core.attention import KVCache, MultiHeadAttention
 from ..core.layers import Dropout, Linear, Module, Parameter
 from ..core.losses import cross_entropy
 from ..core.tensor import Tensor
-from ..core.validation import one_of, positive_int, positive_number
+from ..core.validation import flag, is_number, one_of, positive_int, positive_number
 from .generation import generate   # the decoding loop: generation_dev.ipynb, after this notebook
 from ..text.embeddings import (POSITIONS, Embedding, EmbeddingLayer, PositionalEncoding, RotaryEmbedding,
                                       SinusoidalPositionalEncoding, as_token_ids, embedding)
@@ -200,9 +200,11 @@ class TransformerConfig:
             setattr(self, name, positive_int(name, getattr(self, name)))
         self.norm_eps = positive_number("norm_eps", self.norm_eps)
         self.rope_theta = positive_number("rope_theta", self.rope_theta)
-        self.tie_embeddings = gpt2 if self.tie_embeddings is None else bool(self.tie_embeddings)
-        self.bias = gpt2 if self.bias is None else bool(self.bias)
-        if not (isinstance(self.dropout, (int, float)) and 0 <= self.dropout < 1):
+        self.tie_embeddings = gpt2 if self.tie_embeddings is None else flag("tie_embeddings", self.tie_embeddings)
+        self.bias = gpt2 if self.bias is None else flag("bias", self.bias)
+        if not is_number(self.dropout):
+            raise TypeError(f"dropout must be a number in [0, 1); got {self.dropout!r}")
+        if not 0 <= self.dropout < 1:
             raise ValueError(f"dropout must be in [0, 1); got {self.dropout!r}")
         self.position = ("learned" if gpt2 else "rope") if self.position is None else self.position
         one_of("position", self.position, POSITIONS)                 # module 11's names, the same tuple

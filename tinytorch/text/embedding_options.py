@@ -255,6 +255,7 @@ class Table(Aliases, Module):
         `options` are the constructor's. As in PyTorch, a `padding_idx` row keeps its pretrained values
         (it is only excluded from gradients).
         """
+        freeze = flag("freeze", freeze)
         table = np.array(weights.data if isinstance(weights, Tensor) else weights)     # a copy, never an alias
         if table.ndim != 2:
             raise ValueError(f"pretrained weights must be 2-D (vocab_size, embedding_dim); got shape {table.shape}")
