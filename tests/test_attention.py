@@ -352,3 +352,39 @@ def test_rotate_pairs_refuses_a_non_bool_interleaved():
     from tinytorch.core.attention import rotate_pairs
     with pytest.raises(TypeError, match="interleaved must be True or False"):
         rotate_pairs(np.ones((1, 4)), np.ones((1, 2)), np.zeros((1, 2)), interleaved="no")
+
+
+# ---------------------------------------------------------------- issue 23, second part: empty sequences
+
+@pytest.mark.parametrize("L, S", [(3, 0), (0, 3), (0, 0)])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_attention_over_empty_sequences_matches_pytorch(L, S, is_causal):
+    rng = np.random.default_rng(0)
+    q = Tensor(rng.standard_normal((2, 2, L, 4)), requires_grad=True)
+    k = Tensor(rng.standard_normal((2, 2, S, 4)), requires_grad=True)
+    v = Tensor(rng.standard_normal((2, 2, S, 5)), requires_grad=True)
+    out = scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+    assert out.shape == (2, 2, L, 5) and out.dtype == np.float32 and not out.data.any()   # no keys: 0, as torch
+    (out * Tensor(rng.standard_normal(out.shape))).sum().backward()
+    assert q.grad.shape == q.shape and not q.grad.any() and k.grad.shape == k.shape
+
+
+def test_softmax_over_an_empty_axis_is_empty():
+    for op in ("softmax", "log_softmax"):
+        x = Tensor(np.zeros((3, 0)), requires_grad=True)
+        out = getattr(x, op)(axis=-1)
+        out.sum().backward()
+        assert out.shape == (3, 0) and x.grad.shape == (3, 0)
+
+
+def test_multi_head_attention_takes_an_empty_sequence():
+    attention = MultiHeadAttention(8, 2, seed=0)
+    assert attention(Tensor(np.ones((2, 0, 8)))).shape == (2, 0, 8)
+    cache = KVCache()
+    assert attention(Tensor(np.ones((1, 0, 8))), cache=cache).shape == (1, 0, 8)
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, "0"])
+def test_attention_refuses_a_bad_seed_naming_it(seed):
+    with pytest.raises((TypeError, ValueError), match="seed"):
+        MultiHeadAttention(8, 2, seed=seed)

@@ -198,7 +198,7 @@ def test_module_basics():
     (lambda bag: EmbeddingBag(6, 2, include_last_offset=True)([1, 2, 3], [0, 2]), ValueError,
      "the last offset is where the last bag ends, so it must be len(ids) = 3; got offsets[1] = 2"),
     (lambda bag: bag([1, 2]), ValueError, "1-D ids need offsets"),
-    (lambda bag: bag([1, 2], []), ValueError, "non-empty"),
+    (lambda bag: bag([1, 2], []), ValueError, "offsets is empty, so there are no bags"),
     (lambda bag: bag([1, 2], [0.0]), TypeError, "offsets must be integers"),
     (lambda bag: bag(3, [0]), ValueError, "got shape ()"),
     (lambda bag: bag([1, 6], [0]), IndexError, "token id 6 at position (1,) is out of range [0, 6)"),
@@ -325,3 +325,21 @@ def test_max_bag_with_nan_matches_pytorch(torch, ids):
     expected.backward(torch.tensor([[10.0, 100.0]], dtype=torch.float64))
     assert np.allclose(out.data, expected.detach().numpy(), equal_nan=True)
     assert np.array_equal(bag.weight.grad, weight.grad.numpy())
+
+
+# ------------------------------------------------------------------------------------------------ issue 23, second part
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_no_bags_give_an_empty_result_as_in_pytorch(mode):
+    bag = EmbeddingBag(5, 3, mode=mode, seed=0)
+    out = bag(np.zeros(0, np.int64), offsets=np.zeros(0, np.int64))
+    assert out.shape == (0, 3)
+    out.sum().backward()
+    assert not np.asarray(bag.weight.grad).any()
+
+
+def test_empty_offsets_with_ids_or_with_include_last_offset_are_refused_naming_offsets():
+    with pytest.raises(ValueError, match="offsets"):
+        EmbeddingBag(5, 3)(np.array([1, 2]), offsets=np.zeros(0, np.int64))
+    with pytest.raises(ValueError, match="offsets"):
+        EmbeddingBag(5, 3, include_last_offset=True)(np.zeros(0, np.int64), offsets=np.zeros(0, np.int64))

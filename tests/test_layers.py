@@ -534,3 +534,12 @@ def test_a_refused_train_mode_leaves_the_mode_alone():
         model.train("no")
     assert all(m.training for _, m in model.named_modules())
     assert not any(m.training for _, m in model.train(False).named_modules())
+
+
+# ---------------------------------------------------------------- issue 23, second part: seeds
+
+@pytest.mark.parametrize("seed", [-1, 1.5, "0"])
+@pytest.mark.parametrize("make", [lambda seed: Linear(2, 2, seed=seed), lambda seed: Dropout(0.5, seed=seed)])
+def test_a_bad_seed_is_refused_naming_it(make, seed):
+    with pytest.raises((TypeError, ValueError), match="seed must be"):
+        make(seed)

@@ -484,3 +484,37 @@ def test_a_refused_training_run_leaves_the_model_unchanged():
     with pytest.raises(ValueError):
         train_language_model(model, np.arange(40) % 11, np.arange(40) % 11, steps=1, seq_len=4, lr=float("inf"))
     assert all(np.array_equal(p.data, before[name]) for name, p in model.named_parameters())
+
+
+# ---------------------------------------------------------------- issue 23, second part: empty and degenerate inputs
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_a_model_takes_an_empty_sequence(arch):
+    model = tiny(arch)
+    assert model(np.zeros((2, 0), np.int64)).shape == (2, 0, model.config.vocab_size)
+    caches = model.new_caches()
+    assert model(np.zeros((1, 0), np.int64), caches=caches).shape == (1, 0, model.config.vocab_size)
+    assert model(np.array([[1, 2]]), caches=caches).shape == (1, 2, model.config.vocab_size)
+
+
+def test_caches_must_not_be_an_empty_list():
+    with pytest.raises(ValueError, match="caches must hold one KVCache per block"):
+        tiny("gpt2")(np.array([[1]]), caches=[])
+
+
+def test_generate_names_an_empty_prompt():
+    with pytest.raises(ValueError, match="ids must be a non-empty prompt"):
+        tiny("gpt2").generate(np.zeros((1, 0), np.int64), 2)
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, "0"])
+@pytest.mark.parametrize("make", [
+    lambda seed: TransformerLM(TransformerConfig(vocab_size=11, max_seq_len=8, d_model=8, num_layers=1,
+                                                 num_heads=2), seed=seed),
+    lambda seed: tiny("gpt2").generate([1, 2], 2, temperature=1.0, seed=seed),
+    lambda seed: train_language_model(tiny("gpt2"), np.arange(40) % 11, np.arange(40) % 11, steps=1, seq_len=4,
+                                      seed=seed),
+])
+def test_a_bad_seed_is_refused_naming_it(make, seed):
+    with pytest.raises((TypeError, ValueError), match="seed must be"):
+        make(seed)

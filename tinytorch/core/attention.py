@@ -407,6 +407,8 @@ class MultiHeadAttention(Module):
         bias = flag("bias", bias)
         self.fused_qkv, self.causal, self.alibi = flag("fused_qkv", fused_qkv), flag("causal", causal), flag("alibi", alibi)
         q_width, kv_width = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+        if seed is not None and not isinstance(seed, np.random.SeedSequence):
+            nonnegative_int("seed", seed, "or None")
         seeds = np.random.SeedSequence(seed).generate_state(4) if seed is not None else [None] * 4
         if self.fused_qkv:
             self.c_attn = Linear(self.d_model, q_width + 2 * kv_width, bias=bias, seed=seeds[0])

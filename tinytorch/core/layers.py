@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 from .autograd import PROFILERS
 from .tensor import Tensor
-from .validation import flag, is_number, positive_int
+from .validation import check_seed, flag, is_number, new_rng, positive_int
 
 # %% ../../modules/03_layers/layers_dev.ipynb #a169c68e
 class Parameter(Tensor):
@@ -306,7 +306,7 @@ class Linear(Module):
         """
         self.in_features = positive_int("in_features", in_features)
         self.out_features = positive_int("out_features", out_features)
-        bias = flag("bias", bias)
+        bias, seed = flag("bias", bias), check_seed(seed)
         ### BEGIN SOLUTION
         rng = np.random.default_rng(seed)
         bound = 1 / np.sqrt(in_features)
@@ -374,7 +374,7 @@ class Dropout(Module):
         if not is_number(p) or not 0 <= p < 1:
             raise ValueError(f"dropout probability p must be in [0, 1); got p={p!r}")
         self.p = float(p)
-        self.rng = np.random.default_rng(seed)
+        self.rng = new_rng(seed)
 
     def forward(self, x):
         """x `(*)` -> `(*)`: in training, each element zeroed with probability p, survivors scaled by 1/(1-p).

@@ -227,8 +227,8 @@ class Tensor:
     def relu(self): return ReLUBackward.apply(self)
     def sigmoid(self): return SigmoidBackward.apply(_floating(self))
     def gelu(self): return GELUBackward.apply(_floating(self))
-    def softmax(self, axis=-1): return SoftmaxBackward.apply(_floating(self), axis=axis)
-    def log_softmax(self, axis=-1): return LogSoftmaxBackward.apply(_floating(self), axis=axis)
+    def softmax(self, axis=-1): return _softmax(SoftmaxBackward, self, axis)
+    def log_softmax(self, axis=-1): return _softmax(LogSoftmaxBackward, self, axis)
 
 # %% ../../modules/01_tensor/tensor_dev.ipynb #a67b1995
 class AddBackward(Function):
@@ -368,6 +368,14 @@ def _as_tensor(value, like):
         array = array.astype(like.dtype)
         return Tensor(array, dtype=array.dtype)
     return Tensor(array)                       # beside integers: ints stay ints, a float is float32 (as Tensor(0.5))
+
+
+def _softmax(function, x, axis):
+    "softmax or log_softmax of `x` along `axis`; an empty tensor gives an empty result (PyTorch: no keys, no NaN)."
+    x = _floating(x)
+    if x.size == 0:                            # max over an empty axis has no value: nothing to normalise
+        return x * 0
+    return function.apply(x, axis=axis)
 
 
 def _floating(x):

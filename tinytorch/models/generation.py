@@ -10,7 +10,7 @@ import numpy as np
 
 from ..core.autograd import no_grad
 from ..core.layers import no_dropout
-from ..core.validation import flag, number_at_least
+from ..core.validation import flag, new_rng, number_at_least
 from ..text.embeddings import as_token_ids
 
 # %% ../../modules/13_transformers/generation_dev.ipynb #2f69fc09
@@ -50,13 +50,13 @@ def generate(model, ids, max_new_tokens, temperature=0.0, use_cache=True, seed=N
     use_cache = flag("use_cache", use_cache)
     ids = as_token_ids(ids, model.config.vocab_size)
     if ids.ndim not in (1, 2) or ids.shape[-1] == 0:
-        raise ValueError(f"generate needs a non-empty prompt of shape (batch, seq) or (seq,); got shape {ids.shape}")
+        raise ValueError(f"ids must be a non-empty prompt of shape (batch, seq) or (seq,); got shape {ids.shape}")
     single, out = ids.ndim == 1, np.array(ids.reshape(-1, ids.shape[-1]), dtype=np.int64)
     total = out.shape[1] + max_new_tokens
     if model.position_table is not None and total > model.config.max_seq_len:
         raise ValueError(f"prompt ({out.shape[1]}) + max_new_tokens ({max_new_tokens}) = {total} positions exceed "
                          f"the {model.config.position} position table's max_seq_len={model.config.max_seq_len}")
-    rng = np.random.default_rng(seed)
+    rng = new_rng(seed)
     caches = model.new_caches() if use_cache else None
     with no_grad(), no_dropout():                     # not model.eval(): the model may be shared (another thread)
         step_input = out

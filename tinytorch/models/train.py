@@ -15,7 +15,7 @@ import numpy as np
 from ..core.autograd import no_grad
 from ..core.layers import no_dropout
 from ..core.optimizers import AdamW
-from ..core.validation import positive_int, positive_number
+from ..core.validation import new_rng, positive_int, positive_number
 from .transformer import TransformerLM
 
 # %% ../../modules/13_transformers/train_dev.ipynb #8e4c5a1a
@@ -70,7 +70,7 @@ def train_language_model(model, train_ids, eval_ids, steps, batch_size=16, seq_l
         if np.ndim(ids) != 1 or len(ids) < seq_len + 2:
             raise ValueError(f"{name} must be a 1-D array of at least seq_len + 2 = {seq_len + 2} token ids; "
                              f"got shape {np.shape(ids)}")
-    rng = np.random.default_rng(seed)
+    rng = new_rng(seed)
     optimizer = AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
     warmup = max(1, steps // 20)
     run = TrainingRun(model, [], [], [0], [evaluation_loss(model, eval_ids, seq_len)],

@@ -17,7 +17,7 @@ from ..core.attention import KVCache, MultiHeadAttention
 from ..core.layers import Dropout, Linear, Module, Parameter
 from ..core.losses import cross_entropy
 from ..core.tensor import Tensor
-from ..core.validation import flag, is_number, one_of, positive_int, positive_number
+from ..core.validation import flag, is_number, nonnegative_int, one_of, positive_int, positive_number
 from .generation import generate   # the decoding loop: generation_dev.ipynb, after this notebook
 from ..text.embeddings import (POSITIONS, Embedding, EmbeddingLayer, PositionalEncoding, RotaryEmbedding,
                                       SinusoidalPositionalEncoding, as_token_ids, embedding)
@@ -142,6 +142,8 @@ class SwiGLUMLP(Module):
 
 def _seeds(seed, count):
     "`count` independent seeds from one (all None when `seed` is None)."
+    if seed is not None and not isinstance(seed, np.random.SeedSequence):
+        nonnegative_int("seed", seed, "or None")
     return [None] * count if seed is None else [int(s) for s in np.random.SeedSequence(seed).generate_state(count)]
 
 # %% ../../modules/13_transformers/transformers_dev.ipynb #7d528182
@@ -359,9 +361,9 @@ class TransformerLM(Module):
             raise ValueError(f"TransformerLM needs token ids of shape (batch, seq) or (seq,); got shape {ids.shape}")
         single = ids.ndim == 1
         ids = ids[None] if single else ids
-        start = 0 if caches is None else caches[0].length
         if caches is not None and len(caches) != c.num_layers:
             raise ValueError(f"caches must hold one KVCache per block ({c.num_layers}); got {len(caches)}")
+        start = 0 if caches is None else caches[0].length
         if self.position_table is not None and start + ids.shape[1] > c.max_seq_len:
             raise ValueError(f"positions {start}..{start + ids.shape[1] - 1} exceed the {c.position} position "
                              f"table of max_seq_len={c.max_seq_len} rows")

@@ -29,8 +29,14 @@ def _bag_of_each_id(ids, offsets, include_last_offset):
         raise ValueError("1-D ids need offsets, the position where each bag starts (offsets=[0] for one bag), "
                          "or pass 2-D ids of shape (bags, bag_size)")
     offsets = np.asarray(offsets.data if isinstance(offsets, Tensor) else offsets)
-    if offsets.ndim != 1 or offsets.size == 0:
-        raise ValueError(f"offsets must be a non-empty 1-D list of positions; got shape {offsets.shape}")
+    if offsets.ndim != 1:
+        raise ValueError(f"offsets must be a 1-D list of positions; got shape {offsets.shape}")
+    if offsets.size == 0:                                # no bags: an empty (0, d) result, as in PyTorch
+        if include_last_offset or len(ids):
+            raise ValueError(f"offsets is empty, so there are no bags" + (
+                ", but include_last_offset=True needs at least the end position" if include_last_offset else
+                f", but the {len(ids)} ids would belong to none; pass offsets=[0] for one bag"))
+        return ids, np.zeros(0, np.int64), 0
     if offsets.dtype.kind not in "iu":
         raise TypeError(f"offsets must be integers (positions in ids); got dtype {offsets.dtype}")
     if offsets[0] != 0:

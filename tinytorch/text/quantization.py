@@ -15,7 +15,7 @@ import numpy as np
 
 from ..core.layers import Module
 from ..core.tensor import Tensor
-from ..core.validation import is_int, one_of
+from ..core.validation import is_int, new_rng, one_of
 from .embeddings import Embedding, as_token_ids
 from .memory import EMBEDDING_MODELS
 
@@ -264,7 +264,7 @@ def measure_lookup_bandwidth(vocab_size=50257, embedding_dim=768, num_tokens=819
     `SERVING_DTYPES`. One row (a dict) per dtype: dtype, seconds, bytes_per_token, table_bytes,
     bytes_per_second (table bytes read / time) and fraction_of_memcpy (of `bandwidth`, measured when None)."""
     bandwidth = memcpy_bandwidth() if bandwidth is None else bandwidth
-    rng = np.random.default_rng(seed)
+    rng = new_rng(seed)
     weights = (rng.standard_normal((vocab_size, embedding_dim), dtype=np.float32) * 0.02)
     ids = rng.integers(0, vocab_size, num_tokens)
     lookups = {"float32": Embedding.from_pretrained(weights), "float16": Embedding.from_pretrained(weights.astype(np.float16)),
