@@ -329,3 +329,29 @@ def test_release_with_an_empty_out_folder_is_refused_not_taken_for_the_default(t
     refused = tito(tmp_path, "module", "release", "toy", "--out", "")
     assert refused.returncode != 0 and "--out" in refused.text and "Traceback" not in refused.text
     assert not learner_path(tmp_path).exists()
+
+
+# --- issue 23, second part: malformed progress entries, unwritable --out ----
+
+
+def test_malformed_progress_entries_are_named_and_status_carries_on(tmp_path):
+    make_repo(tmp_path)
+    (tmp_path / ".tito").mkdir()
+    (tmp_path / ".tito" / "progress.json").write_text(json.dumps({"version": 1, "modules": {
+        "07_toy": {"started": 5, "completed": ["no"], "last_check": "yesterday"},
+        "08_other": "started", "09_more": {"started": "2026-05-01T10:00:00", "last_check": {"passed": "no"}}}}))
+    result = tito(tmp_path, "module", "status")
+    assert result.returncode == 0, result.text
+    assert "Traceback" not in result.text
+    assert "07_toy" in result.text and "08_other" in result.text and "09_more" in result.text
+    assert "ignored" in result.text and "0 of 1 modules completed" in result.text
+    assert "not started" in result.text                  # 07_toy's entry had no usable field
+
+
+def test_release_into_an_unwritable_folder_says_so_without_a_traceback(tmp_path):
+    make_repo(tmp_path)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    result = tito(tmp_path, "module", "release", "07", "--out", str(blocker / "inside"))
+    assert result.returncode != 0
+    assert "Traceback" not in result.text and "cannot write" in result.text and "inside" in result.text

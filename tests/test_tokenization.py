@@ -325,3 +325,30 @@ def test_load_bad_files_raise_value_error(tmp_path, content, message):
     with pytest.raises(ValueError, match=message) as error:
         load_tokenizer(path)
     assert str(path) in str(error.value)
+
+
+# ---------------------------------------------------------------- issue 23, second part: malformed files, lone surrogates
+
+@pytest.mark.parametrize("kind, field, value", [
+    ("word", "words", "abc"), ("char", "chars", "abc"), ("bpe", "merges", "ab"), ("word", "words", {"a": 1}),
+    ("bpe", "merges", [[97, 98, 99]]),
+])
+def test_a_tokenizer_file_whose_list_is_not_a_list_is_refused(tmp_path, kind, field, value):
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps({"format": "tinytorch.tokenizer", "format_version": 1, "type": kind, field: value}))
+    with pytest.raises(ValueError, match=field):
+        load_tokenizer(path)
+
+
+def test_word_tokenizer_refuses_one_string_as_its_vocabulary():
+    with pytest.raises(TypeError, match="words"):
+        WordTokenizer("abc")
+
+
+@pytest.mark.parametrize("text", ["a\ud800b", "\udfff"])
+def test_bpe_names_a_lone_surrogate(text):
+    tokenizer = BPETokenizer.train("aaabdaaabac", vocab_size=258)
+    with pytest.raises(ValueError, match=r"lone surrogate U\+D[8-F][0-9A-F]{2} at position \d"):
+        tokenizer.encode(text)
+    with pytest.raises(ValueError, match="lone surrogate"):
+        BPETokenizer.train(text, vocab_size=258)

@@ -105,7 +105,12 @@ def cmd_release(root: Path, args: argparse.Namespace, extra: list[str]) -> int:
                                  f"`{hints.tito_command(f'module reset {module.number:02d}')}`")
                 ok = False
                 continue
-            write_notebook(fresh, target)
+            try:
+                write_notebook(fresh, target)
+            except OSError as error:              # --out /proc/x, a read-only or full disk: say so, go on
+                ui.status(False, f"cannot write {target}: {error.strerror or error}")
+                ok = False
+                continue
             ui.status(True, f"wrote {_relative(root, target)} from {_relative(root, dev)}: {_describe_todo(fresh)}")
     return EXIT_OK if ok else EXIT_FAILED
 

@@ -346,6 +346,10 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `tito module list | head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_FAILED
+    except OSError as error:  # a file tito had to write or read: the reason and the path, not a traceback
+        where = f": {error.filename}" if error.filename else ""
+        ui.status(False, f"{error.strerror or error}{where}")
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

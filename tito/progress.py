@@ -21,6 +21,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from tito import ui
 from tito.repo import PROGRESS_FILE, RepoError
 
 FORMAT_VERSION = 1
@@ -33,6 +34,38 @@ def now() -> str:
 def shown(timestamp: str | None) -> str:
     """`2026-05-02T16:30:12` -> `2026-05-02 16:30`."""
     return (timestamp or "")[:16].replace("T", " ")
+
+
+def _is_time(value) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _entry_problems(entry: dict) -> list[str]:
+    """The fields of one module's entry that tito cannot use (each is then dropped), described."""
+    problems = [f"{key!r} is {entry[key]!r}, not a date" for key in ("started", "completed")
+                if key in entry and not _is_time(entry[key])]
+    check = entry.get("last_check")
+    if "last_check" in entry and check is not None and not (
+            isinstance(check, dict) and _is_time(check.get("when")) and isinstance(check.get("passed", False), bool)
+            and isinstance(check.get("pytest", {}), dict)):
+        problems.append(f"'last_check' is {check!r}, not {{when, passed: true/false, pytest: {{...}}}}")
+    return problems
+
+
+def _usable_entries(path: Path, modules: dict) -> dict:
+    """`modules` without the entries and fields tito cannot read, each named in a warning: a hand-edited or
+    damaged entry costs that entry, never the whole command."""
+    usable = {}
+    for label, entry in modules.items():
+        if not isinstance(entry, dict):
+            ui.warn(f"{path}: entry {label!r} is {entry!r}, not an object; ignored")
+            continue
+        problems = _entry_problems(entry)
+        for problem in problems:
+            ui.warn(f"{path}: entry {label!r}: {problem}; ignored")
+        bad = {"started", "completed", "last_check"} & {p.split("'")[1] for p in problems}
+        usable[label] = {key: value for key, value in entry.items() if key not in bad}
+    return usable
 
 
 class Progress:
@@ -52,7 +85,7 @@ class Progress:
                 raise TypeError("modules is not an object")
         except (ValueError, KeyError, TypeError) as error:
             raise RepoError(f"{path} is not a tito progress file ({error}); fix it or delete it to start over") from None
-        return cls(root, modules)
+        return cls(root, _usable_entries(path, modules))
 
     def save(self) -> None:
         """Write atomically: a crash never leaves half a file."""

@@ -23,6 +23,26 @@ def _require_text(text) -> str:
     return text
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _require_utf8_text(text) -> str:
+    "`_require_text`, and encodable as UTF-8 (byte-level BPE needs the bytes): a lone surrogate is a ValueError naming it."
+    lone = _LONE_SURROGATE.search(_require_text(text))
+    if lone:
+        raise ValueError(f"text holds a lone surrogate U+{ord(lone.group()):04X} at position {lone.start()}, "
+                         f"which has no UTF-8 bytes (decode its source with errors='replace' first)")
+    return text
+
+
+def _list_field(data: dict, key: str) -> list:
+    "`data[key]` from a tokenizer file, which must be a JSON list (a string would split into characters)."
+    value = data[key]
+    if not isinstance(value, list):
+        raise ValueError(f"{key!r} must be a list; got {type(value).__name__} {value!r:.60}")
+    return value
+
+
 def _as_token_id(value) -> int:
     "Return `value` as a Python int if it is an int or NumPy integer; else raise TypeError naming it."
     try:
@@ -145,7 +165,7 @@ class CharTokenizer(Tokenizer):
     def to_dict(self) -> dict: return {"chars": self.id_to_token[1:]}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "CharTokenizer": return cls(data["chars"])
+    def from_dict(cls, data: dict) -> "CharTokenizer": return cls(_list_field(data, "chars"))
 
 # %% ../../modules/10_tokenization/tokenization_dev.ipynb #fa1551cf
 WORD_PATTERN = re.compile(r"\w+(?:'\w+)*|[^\w\s]")  # a word (with inner apostrophes) or one punctuation mark
@@ -160,6 +180,9 @@ class WordTokenizer(Tokenizer):
     pad_id, unk_id = 0, 1
 
     def __init__(self, words: Sequence[str]):
+        if isinstance(words, str):
+            raise TypeError(f"words must be a list of words, not one string ({words!r:.40}); "
+                            f"WordTokenizer.from_text(text) builds the vocabulary from text")
         words = list(words)
         for word in words:
             if not isinstance(word, str) or word in (self.pad_token, self.unk_token):
@@ -204,7 +227,7 @@ class WordTokenizer(Tokenizer):
     def to_dict(self) -> dict: return {"words": self.id_to_token[2:]}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "WordTokenizer": return cls(data["words"])
+    def from_dict(cls, data: dict) -> "WordTokenizer": return cls(_list_field(data, "words"))
 
 # %% ../../modules/10_tokenization/tokenization_dev.ipynb #9503c5d9
 BYTE_VOCAB_SIZE = 256  # the base alphabet: one token per possible byte value
@@ -275,7 +298,9 @@ class BPETokenizer(Tokenizer):
     def __init__(self, merges: Sequence[Tuple[int, int]] = ()):
         self.merges = []
         self.vocab = [bytes([byte]) for byte in range(BYTE_VOCAB_SIZE)]  # id -> the bytes it stands for
-        for pair in merges:
+        for i, pair in enumerate(merges):
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+                raise ValueError(f"merges[{i}] must be a pair (left_id, right_id); got {pair!r}")
             left, right = pair
             for part in (left, right):
                 if not (isinstance(part, int) and 0 <= part < len(self.vocab)):
@@ -312,7 +337,7 @@ class BPETokenizer(Tokenizer):
           the text's order: training would not be deterministic.
         - Carry each chunk's count over to its merged form: a chunk seen 10 times still counts 10.
         """
-        _require_text(text)
+        _require_utf8_text(text)
         if not isinstance(vocab_size, int) or vocab_size < BYTE_VOCAB_SIZE:
             raise ValueError(f"vocab_size={vocab_size!r} is smaller than the base alphabet of "
                              f"{BYTE_VOCAB_SIZE} byte tokens; choose vocab_size >= {BYTE_VOCAB_SIZE}")
@@ -368,7 +393,7 @@ class BPETokenizer(Tokenizer):
     def encode(self, text: str) -> List[int]:
         "str -> ids; works for any text, since every byte has an id."
         ids = []
-        for chunk in BPE_CHUNK_PATTERN.findall(_require_text(text)):
+        for chunk in BPE_CHUNK_PATTERN.findall(_require_utf8_text(text)):
             ids.extend(self._encode_chunk(chunk.encode("utf-8")))
         return ids
 
@@ -380,7 +405,7 @@ class BPETokenizer(Tokenizer):
     def to_dict(self) -> dict: return {"merges": [list(pair) for pair in self.merges]}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "BPETokenizer": return cls([tuple(pair) for pair in data["merges"]])
+    def from_dict(cls, data: dict) -> "BPETokenizer": return cls([tuple(pair) for pair in _list_field(data, "merges")])
 
 # %% ../../modules/10_tokenization/tokenization_dev.ipynb #284dd136
 TOKENIZER_FORMAT = "tinytorch.tokenizer"
