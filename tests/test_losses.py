@@ -212,3 +212,44 @@ def test_cross_entropy_and_mse_match_pytorch(torch, rng):
     for reduction in ("mean", "sum"):
         expected = torch.nn.functional.mse_loss(torch.tensor(pred), torch.tensor(target), reduction=reduction)
         assert mse_loss(float64(pred), target, reduction=reduction).item() == pytest.approx(expected.item(), rel=1e-12)
+
+
+# ---------------------------------------------------------------- issue 23, second part: label_smoothing (PyTorch's)
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.5, 1.0])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("ignore_index", [None, 2])
+def test_label_smoothing_matches_pytorch(smoothing, reduction, ignore_index):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    logits_np, targets = rng.standard_normal((3, 4, 5)) * 3, rng.integers(0, 5, (3, 4))
+    logits = Tensor(logits_np, requires_grad=True, dtype=np.float64)
+    loss = cross_entropy(logits, targets, ignore_index=ignore_index, reduction=reduction, label_smoothing=smoothing)
+    reference_logits = torch.tensor(logits_np, requires_grad=True)
+    reference = torch.nn.functional.cross_entropy(
+        reference_logits.permute(0, 2, 1), torch.tensor(targets), reduction=reduction, label_smoothing=smoothing,
+        ignore_index=-100 if ignore_index is None else ignore_index)
+    np.testing.assert_allclose(loss.data, reference.detach().numpy(), rtol=1e-12, atol=1e-12)
+    weights = rng.standard_normal(loss.shape)
+    (loss * Tensor(weights, dtype=np.float64)).sum().backward()
+    (reference * torch.tensor(weights)).sum().backward()
+    np.testing.assert_allclose(logits.grad, reference_logits.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_label_smoothing_layer_form_and_gradcheck():
+    rng = np.random.default_rng(1)
+    logits = Tensor(rng.standard_normal((4, 6)), requires_grad=True, dtype=np.float64)
+    targets = rng.integers(0, 6, 4)
+    assert gradcheck(lambda x: cross_entropy(x, targets, label_smoothing=0.2), [logits])
+    layer = CrossEntropyLoss(label_smoothing=0.2)
+    assert layer(logits, targets).item() == cross_entropy(logits, targets, label_smoothing=0.2).item()
+    assert "label_smoothing=0.2" in repr(layer)
+
+
+@pytest.mark.parametrize("bad, kind", [(-0.1, ValueError), (1.5, ValueError), (float("nan"), ValueError),
+                                       ("0.1", TypeError), (True, TypeError)])
+def test_label_smoothing_must_be_in_0_1(bad, kind):
+    with pytest.raises(kind, match="label_smoothing"):
+        cross_entropy(Tensor(np.zeros((2, 3))), [0, 1], label_smoothing=bad)
+    with pytest.raises(kind, match="label_smoothing"):
+        CrossEntropyLoss(label_smoothing=bad)

@@ -645,3 +645,81 @@ def test_an_infinite_lr_set_between_steps_is_refused_and_changes_nothing():
     with pytest.raises(ValueError, match="lr"):
         optimizer.step()
     assert np.array_equal(p.data, np.ones(3)) and optimizer.state == [{}]
+
+
+# ---------------------------------------------------------------- issue 23, second part: nesterov and amsgrad (PyTorch's)
+
+def _run_against_torch(make_ours, make_torch, steps=12, sparse_rows=None):
+    "Both optimisers on the same float64 parameters and gradients for `steps` steps; the parameters compared each step."
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    start = rng.standard_normal((6, 5))
+    ours, theirs = Parameter(start.copy(), dtype=np.float64), torch.tensor(start.copy(), requires_grad=True)
+    optimizer, reference = make_ours([ours]), make_torch([theirs])
+    for step in range(steps):
+        grad = rng.standard_normal(start.shape) * (10.0 ** rng.integers(-3, 2))
+        ours.grad, theirs.grad = grad.copy(), torch.tensor(grad.copy())
+        optimizer.step()
+        reference.step()
+        np.testing.assert_allclose(ours.data, theirs.detach().numpy(), rtol=1e-12, atol=1e-13,
+                                   err_msg=f"step {step + 1}")
+    return optimizer
+
+
+@pytest.mark.parametrize("momentum, weight_decay", [(0.9, 0.0), (0.5, 0.01), (0.99, 0.1)])
+def test_sgd_nesterov_matches_pytorch(momentum, weight_decay):
+    torch = pytest.importorskip("torch")
+    _run_against_torch(lambda ps: SGD(ps, lr=0.05, momentum=momentum, weight_decay=weight_decay, nesterov=True),
+                       lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=momentum, weight_decay=weight_decay,
+                                                  nesterov=True))
+
+
+def test_sgd_nesterov_with_row_sparse_gradients_equals_dense():
+    rows = np.array([0, 2, 2, 5])
+    dense, sparse = Parameter(np.ones((6, 3))), Parameter(np.ones((6, 3)))
+    opt_dense = SGD([dense], lr=0.1, momentum=0.9, nesterov=True)
+    opt_sparse = SGD([sparse], lr=0.1, momentum=0.9, nesterov=True)
+    rng = np.random.default_rng(3)
+    for _ in range(4):
+        values = rng.standard_normal((len(rows), 3)).astype(np.float32)
+        sparse.grad = RowSparseGrad.from_rows(rows, values, (6, 3))
+        dense.grad = sparse.grad.to_dense()
+        opt_dense.step()
+        opt_sparse.step()
+        np.testing.assert_allclose(sparse.data, dense.data, rtol=1e-6)
+
+
+@pytest.mark.parametrize("bad, kind, words", [
+    (dict(nesterov=True), ValueError, "nesterov=True needs a momentum"),
+    (dict(momentum=0.9, nesterov="yes"), TypeError, "nesterov must be True or False"),
+])
+def test_sgd_nesterov_is_checked(bad, kind, words):
+    with pytest.raises(kind, match=words):
+        SGD([Parameter(np.ones(2))], lr=0.1, **bad)
+
+
+@pytest.mark.parametrize("name", ["Adam", "AdamW"])
+@pytest.mark.parametrize("weight_decay", [0.0, 0.05])
+def test_amsgrad_matches_pytorch(name, weight_decay):
+    torch = pytest.importorskip("torch")
+    ours, theirs = {"Adam": (Adam, torch.optim.Adam), "AdamW": (AdamW, torch.optim.AdamW)}[name]
+    optimizer = _run_against_torch(
+        lambda ps: ours(ps, lr=0.01, betas=(0.8, 0.9), weight_decay=weight_decay, amsgrad=True),
+        lambda ps: theirs(ps, lr=0.01, betas=(0.8, 0.9), weight_decay=weight_decay, amsgrad=True))
+    state = optimizer.state[0]
+    assert set(state) == {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"}, "PyTorch's state names"
+    assert (state["max_exp_avg_sq"] >= state["exp_avg_sq"]).all()
+
+
+@pytest.mark.parametrize("name", ["Adam", "AdamW"])
+def test_without_amsgrad_still_matches_pytorch(name):
+    torch = pytest.importorskip("torch")
+    ours, theirs = {"Adam": (Adam, torch.optim.Adam), "AdamW": (AdamW, torch.optim.AdamW)}[name]
+    _run_against_torch(lambda ps: ours(ps, lr=0.01), lambda ps: theirs(ps, lr=0.01))
+
+
+def test_amsgrad_must_be_a_bool_and_is_shown():
+    with pytest.raises(TypeError, match="amsgrad must be True or False"):
+        Adam([Parameter(np.ones(2))], amsgrad="no")
+    assert "amsgrad=True" in repr(AdamW([Parameter(np.ones(2))], amsgrad=True))
+    assert "nesterov=True" in repr(SGD([Parameter(np.ones(2))], lr=0.1, momentum=0.9, nesterov=True))

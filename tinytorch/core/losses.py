@@ -7,7 +7,7 @@ __all__ = ['REDUCTIONS', 'cross_entropy', 'mse_loss', 'CrossEntropyLoss', 'MSELo
 import numpy as np
 from .tensor import Tensor
 from .layers import Module
-from .validation import is_int, one_of
+from .validation import is_int, number_at_least, one_of
 
 # %% ../../modules/04_losses/losses_dev.ipynb #cef006b7
 REDUCTIONS = ("mean", "sum", "none")
@@ -17,6 +17,14 @@ def _check_ignore_index(ignore_index):
     "`ignore_index` is compared with integer targets, so it must be an int (or None for no ignored class)."
     if ignore_index is not None and not is_int(ignore_index):
         raise TypeError(f"ignore_index must be an int or None; got {ignore_index!r}")
+
+
+def _check_label_smoothing(label_smoothing):
+    "`label_smoothing` as a float in [0, 1] (PyTorch's range); else TypeError or ValueError naming it."
+    value = number_at_least("label_smoothing", label_smoothing)
+    if value > 1:
+        raise ValueError(f"label_smoothing must be in [0, 1]; got label_smoothing={label_smoothing}")
+    return value
 
 # %% ../../modules/04_losses/losses_dev.ipynb #0c7d3e94
 def _reduce(losses, count, reduction):
@@ -49,11 +57,13 @@ def _reduce(losses, count, reduction):
     ### END SOLUTION
 
 # %% ../../modules/04_losses/losses_dev.ipynb #a6c5f1d8
-def cross_entropy(logits, targets, ignore_index=None, reduction="mean"):
+def cross_entropy(logits, targets, ignore_index=None, reduction="mean", label_smoothing=0.0):
     """Cross-entropy between `logits (*, C)` and integer class `targets (*)`, via log_softmax.
 
     `ignore_index`: targets equal to it add nothing and are not counted in the mean.
     `reduction`: "mean" (default, over non-ignored targets), "sum", or "none" (shape `(*)`).
+    `label_smoothing` ε in [0, 1] (PyTorch's): the target is (1 - ε) on the label plus ε/C on every class, so
+    the loss is (1 - ε) · (-log p[target]) + ε · mean over the C classes of (-log p).
 
     TODO: after the checks (given), return the reduced loss -log_softmax(logits)[..., target].
 
@@ -62,7 +72,8 @@ def cross_entropy(logits, targets, ignore_index=None, reduction="mean"):
        (any valid class: their loss is zeroed in step 4). `keep (*)` marks the kept targets.
     2. `rows = np.arange(M)`; gather `logits.log_softmax(axis=-1).reshape(-1)[rows * classes + safe]`
        → `(M,)` log-probabilities of the targets, still on the graph.
-    3. Negate them: that is the per-target loss.
+    3. Negate them: that is the per-target loss. With `label_smoothing` ε > 0 it becomes
+       `(1 - ε) * loss - log_probs.sum(axis=-1).reshape(-1) * (ε / C)` (PyTorch's form).
     4. If some targets are ignored, multiply by `Tensor(keep.reshape(-1))` (in the logits' dtype).
     5. Reshape to `targets.shape` and `_reduce` with `count = keep.sum()`.
 
@@ -76,6 +87,7 @@ def cross_entropy(logits, targets, ignore_index=None, reduction="mean"):
     """
     one_of("reduction", reduction, REDUCTIONS)
     _check_ignore_index(ignore_index)
+    label_smoothing = _check_label_smoothing(label_smoothing)
     logits = logits if isinstance(logits, Tensor) else Tensor(logits)
     targets = np.asarray(targets.data if isinstance(targets, Tensor) else targets)
     if logits.dtype.kind != "f":
@@ -99,8 +111,11 @@ def cross_entropy(logits, targets, ignore_index=None, reduction="mean"):
     ### BEGIN SOLUTION
     safe = np.where(keep, targets, 0).reshape(-1).astype(np.int64)
     rows = np.arange(safe.size, dtype=np.int64)
-    picked = logits.log_softmax(axis=-1).reshape(-1)[rows * classes + safe]      # (M,) gather
-    losses = -picked if keep.all() else -picked * Tensor(keep.reshape(-1), dtype=logits.dtype)
+    log_probs = logits.log_softmax(axis=-1)
+    losses = -log_probs.reshape(-1)[rows * classes + safe]                       # (M,) gather
+    if label_smoothing:                       # PyTorch's order: (1 - ε) · nll + ε · the mean over the classes
+        losses = losses * (1 - label_smoothing) - log_probs.sum(axis=-1).reshape(-1) * (label_smoothing / classes)
+    losses = losses if keep.all() else losses * Tensor(keep.reshape(-1), dtype=logits.dtype)
     return _reduce(losses.reshape(targets.shape), int(keep.sum()), reduction)
     ### END SOLUTION
 
@@ -134,18 +149,21 @@ def mse_loss(pred, target, reduction="mean"):
 
 # %% ../../modules/04_losses/losses_dev.ipynb #66f67ad5
 class CrossEntropyLoss(Module):
-    "Layer form of `cross_entropy(logits (*, C), targets (*), ignore_index, reduction)`."
+    "Layer form of `cross_entropy(logits (*, C), targets (*), ignore_index, reduction, label_smoothing)`."
 
-    def __init__(self, ignore_index=None, reduction="mean"):
+    def __init__(self, ignore_index=None, reduction="mean", label_smoothing=0.0):
         one_of("reduction", reduction, REDUCTIONS)
         _check_ignore_index(ignore_index)
         self.ignore_index, self.reduction = ignore_index, reduction
+        self.label_smoothing = _check_label_smoothing(label_smoothing)
 
     def forward(self, logits, targets):
-        return cross_entropy(logits, targets, ignore_index=self.ignore_index, reduction=self.reduction)
+        return cross_entropy(logits, targets, ignore_index=self.ignore_index, reduction=self.reduction,
+                             label_smoothing=self.label_smoothing)
 
     def extra_repr(self):
-        return f"ignore_index={self.ignore_index}, reduction={self.reduction!r}"
+        smoothing = f", label_smoothing={self.label_smoothing}" if self.label_smoothing else ""
+        return f"ignore_index={self.ignore_index}, reduction={self.reduction!r}{smoothing}"
 
 
 class MSELoss(Module):
