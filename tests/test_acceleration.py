@@ -12,6 +12,7 @@ from tinytorch import fast
 from tinytorch.core import kernels
 from tinytorch.core.autograd import RowSparseGrad, _row_sparse_from_rows
 from tinytorch.core.autograd import segment_sum as plain_segment_sum
+from tinytorch.core.layers import Parameter
 from tinytorch.core.optimizers import SGD, Adagrad, Adam, AdamW, SparseAdam
 from tinytorch.text.bag import EmbeddingBag
 from tinytorch.text.embeddings import Embedding
@@ -325,3 +326,23 @@ def test_fast_kernels_refuses_a_non_bool_and_keeps_the_mode():
         with fast.fast_kernels(on="no"):
             pass
     assert kernels.mode() == before
+
+
+@pytest.mark.parametrize("make", [
+    lambda ps: Adam(ps, lr=0.01, amsgrad=True), lambda ps: AdamW(ps, lr=0.01, amsgrad=True, weight_decay=0.1),
+    lambda ps: SGD(ps, lr=0.01, momentum=0.9, nesterov=True, weight_decay=0.01),
+])
+def test_amsgrad_and_nesterov_steps_are_equal_bit_for_bit_with_both_kernels(make):
+    rng = np.random.default_rng(0)
+    start, grads = rng.standard_normal((3000, 64)).astype(np.float32), [
+        rng.standard_normal((3000, 64)).astype(np.float32) for _ in range(4)]
+    results = []
+    for on in (False, True):
+        with fast.fast_kernels(on=on):
+            p = Parameter(start.copy())
+            optimizer = make([p])
+            for grad in grads:
+                p.grad = grad
+                optimizer.step()
+            results.append(p.data.copy())
+    assert np.array_equal(results[0], results[1])

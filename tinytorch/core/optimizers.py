@@ -9,7 +9,7 @@ import numpy as np
 from .tensor import Tensor
 from . import kernels
 from .autograd import RowSparseGrad
-from .validation import is_number, number_at_least
+from .validation import flag, is_number, number_at_least
 
 # %% ../../modules/06_optimizers/optimizers_dev.ipynb #ddf5aa25
 def _unique_parameters(params):
@@ -95,6 +95,7 @@ class Optimizer:
     """
 
     _shown = ("lr",)
+    _options = ()                                # flags shown by repr only when on (nesterov, amsgrad)
 
     def __init__(self, params, lr):
         self.params = _unique_parameters(params)
@@ -141,19 +142,26 @@ class Optimizer:
         raise NotImplementedError(f"{type(self).__name__} must define _update(p, grad, state)")
 
     def __repr__(self):
-        settings = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._shown)
+        settings = ", ".join([f"{name}={getattr(self, name)!r}" for name in self._shown] +
+                             [f"{name}=True" for name in self._options if getattr(self, name)])
         return f"{type(self).__name__}({settings}, params={len(self.params)})"
 
 # %% ../../modules/06_optimizers/optimizers_dev.ipynb #ad038cae
 class SGD(Optimizer):
-    "Stochastic gradient descent with optional momentum and L2 weight decay (PyTorch's formulas)."
+    """Stochastic gradient descent with optional momentum, Nesterov momentum and L2 weight decay (PyTorch's formulas).
+
+    `nesterov=True` (needs a momentum) steps with `grad + momentum * buffer` instead of the buffer itself."""
 
     _shown = ("lr", "momentum", "weight_decay")
+    _options = ("nesterov",)
 
-    def __init__(self, params, lr, momentum=0.0, *, weight_decay=0.0):
+    def __init__(self, params, lr, momentum=0.0, *, weight_decay=0.0, nesterov=False):
         super().__init__(params, lr)
         self.momentum = number_at_least("momentum", momentum)
         self.weight_decay = number_at_least("weight_decay", weight_decay)
+        self.nesterov = flag("nesterov", nesterov)
+        if self.nesterov and not self.momentum:
+            raise ValueError("nesterov=True needs a momentum > 0 (as in PyTorch); got momentum=0")
 
     def _grad_kind_error(self, sparse):
         return None                                  # dense and row-sparse gradients both work
@@ -168,7 +176,7 @@ class SGD(Optimizer):
         2. Momentum (when not 0): the buffer `b` lives in `state["momentum_buffer"]`. First step: b = a copy of grad
            (`_scaled(grad, 1.0)`). Later steps: b = momentum * b + grad: in place (`*=`, `+=`) when both are dense
            arrays, else `_scaled(b, self.momentum) + grad` (a RowSparseGrad sum keeps the union of rows).
-           Store it and step with it: `grad = b`.
+           Store it and step with it: `grad = b`; with `self.nesterov`, `grad = _scaled(b, momentum) + grad` instead.
         3. `_add_to(p.data, grad, -self.lr)` updates in place; a RowSparseGrad touches only its rows.
 
         EXAMPLE:
@@ -189,22 +197,27 @@ class SGD(Optimizer):
                 buffer += grad
             else:                                        # sparse buffer: the union of the rows seen so far
                 buffer = _scaled(buffer, self.momentum) + grad
-            state["momentum_buffer"] = grad = buffer
+            state["momentum_buffer"] = buffer
+            grad = _scaled(buffer, self.momentum) + grad if self.nesterov else buffer   # Nesterov: look ahead
         _add_to(p.data, grad, -self.lr)
         ### END SOLUTION
 
 # %% ../../modules/06_optimizers/optimizers_dev.ipynb #ed977e1c
 class Adam(Optimizer):
-    "Adam (PyTorch's formulas, bias-corrected); `weight_decay` adds L2 to the gradient. Dense gradients only."
+    """Adam (PyTorch's formulas, bias-corrected); `weight_decay` adds L2 to the gradient. Dense gradients only.
+
+    `amsgrad=True` divides by the largest second moment seen so far (`state["max_exp_avg_sq"]`), never a smaller one."""
 
     _shown = ("lr", "betas", "eps", "weight_decay")
+    _options = ("amsgrad",)
     _decoupled = False                               # AdamW: decay the weights, not the gradient
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False):
         super().__init__(params, lr)
         self.betas = _check_betas(betas)
         self.eps = number_at_least("eps", eps)
         self.weight_decay = number_at_least("weight_decay", weight_decay)
+        self.amsgrad = flag("amsgrad", amsgrad)
 
     def _grad_kind_error(self, sparse):
         if sparse:
@@ -221,13 +234,16 @@ class Adam(Optimizer):
         """
         if not state:
             state.update(step=0, exp_avg=np.zeros_like(p.data), exp_avg_sq=np.zeros_like(p.data))
+            if self.amsgrad:
+                state["max_exp_avg_sq"] = np.zeros_like(p.data)
         state["step"] += 1
         beta1, beta2 = self.betas
         step_size = self.lr / (1 - beta1 ** state["step"])
         correction2 = math.sqrt(1 - beta2 ** state["step"])
 
-        def update_block(w, g, m, v):
-            """Adam on one block of rows: weights `w`, gradient `g`, moments `m` and `v`, all (r, ...) views.
+        def update_block(w, g, m, v, v_max=None):
+            """Adam on one block of rows: weights `w`, gradient `g`, moments `m` and `v`, all (r, ...) views;
+            with AMSGrad also `v_max`, the largest `v` so far.
 
             TODO: update m, v and w in place (g is read-only).
 
@@ -236,7 +252,8 @@ class Adam(Optimizer):
                `g = g + weight_decay * w` (a new array) from here on.
             2. m = beta1 m + (1 - beta1) g, written `m += (1 - beta1) * (g - m)` as PyTorch does;
                v = beta2 v + (1 - beta2) g², written `v *= beta2`, then `v += (1 - beta2) * g * g`.
-            3. `w -= step_size * (m / (np.sqrt(v) / correction2 + eps))`: `step_size` = lr / (1 - beta1**t) and
+            3. AMSGrad (`v_max` is not None): `np.maximum(v_max, v, out=v_max)`, and use `v_max` for v below.
+            4. `w -= step_size * (m / (np.sqrt(v) / correction2 + eps))`: `step_size` = lr / (1 - beta1**t) and
                `correction2` = sqrt(1 - beta2**t) are computed above.
 
             EXAMPLE:
@@ -254,10 +271,14 @@ class Adam(Optimizer):
             m += (1 - beta1) * (g - m)                   # = beta1*m + (1-beta1)*g, as torch's lerp_
             v *= beta2
             v += (1 - beta2) * g * g
+            if v_max is not None:                        # AMSGrad: never divide by less than before
+                np.maximum(v_max, v, out=v_max)
+                v = v_max
             w -= step_size * (m / (np.sqrt(v) / correction2 + self.eps))
             ### END SOLUTION
 
-        _for_dense_blocks(update_block, p.data, grad, state["exp_avg"], state["exp_avg_sq"])
+        moments = [state["exp_avg"], state["exp_avg_sq"]] + ([state["max_exp_avg_sq"]] if self.amsgrad else [])
+        _for_dense_blocks(update_block, p.data, grad, *moments)
 
 
 class AdamW(Adam):
@@ -265,8 +286,8 @@ class AdamW(Adam):
 
     _decoupled = True
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
-        super().__init__(params, lr, betas, eps, weight_decay)
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, amsgrad=False):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad)
 
 # %% ../../modules/06_optimizers/optimizers_dev.ipynb #850b3191
 class Adagrad(Optimizer):
