@@ -8,7 +8,6 @@ import pytest
 from tinytorch.core.autograd import RowSparseGrad, gradcheck
 from tinytorch.core.tensor import Tensor
 from tinytorch.text.bag import BAG_MODES, EmbeddingBag, EmbeddingBagBackward, embedding_bag
-from tinytorch.text.embeddings import EmbeddingLayer, RotaryEmbedding
 
 pytestmark = pytest.mark.usefixtures("both_kernels")    # run with the plain and with the fast kernels (module 18)
 
@@ -266,62 +265,3 @@ def test_bag_flags_must_be_bools(option):
     "A string like 'no' is truthy; it must not silently switch an option on."
     with pytest.raises(TypeError, match=rf"{option} must be True or False; got 'no'"):
         EmbeddingBag(10, 4, **{option: "no"})
-
-
-# ---------------------------------------------------------------- flags, huge offsets, max bags with NaN
-
-
-def nan_table():
-    return np.array([[1.0, 2.0], [np.nan, 0.0], [3.0, np.nan], [np.nan, 5.0]])
-
-
-BAGS = [[0, 1, 2, 3], [3, 0, 1, 2], [2, 1], [1, 3]]
-
-
-def nan_max_reference(table, ids):
-    "PyTorch's CPU rule written as its scan: keep the first value unless a later one is larger (NaN > x is False)."
-    best, winner = table[ids[0]].copy(), np.zeros(table.shape[1], dtype=int)
-    for position, token in enumerate(ids[1:], start=1):
-        larger = table[token] > best
-        best[larger], winner[larger] = table[token][larger], position
-    return best, winner
-
-
-def test_flags_are_checked_like_embeddings():
-    with pytest.raises(TypeError, match="interleaved must be True or False; got 'no'"):
-        RotaryEmbedding(4, interleaved="no")
-    with pytest.raises(TypeError, match="scale_embeddings must be True or False; got 'no'"):
-        EmbeddingLayer(10, 4, scale_embeddings="no")
-
-
-def test_uint64_offsets_beyond_int64_are_reported_as_given():
-    big = np.uint64(2**63 + 5)
-    with pytest.raises(ValueError, match=rf"offsets\[1\] = {int(big)} is beyond the end of ids"):
-        embedding_bag(np.array([1, 2]), np.ones((3, 2)), offsets=np.array([0, big], dtype=np.uint64))
-    with pytest.raises(ValueError, match=r"offsets\[2\] = 1 comes after offsets\[1\] = 2"):
-        embedding_bag(np.array([1, 2]), np.ones((3, 2)), offsets=np.array([0, 2, 1], dtype=np.uint64))
-
-
-@pytest.mark.parametrize("ids", BAGS, ids=str)
-def test_max_bag_with_nan_sends_the_gradient_to_the_position_that_won(ids):
-    bag = EmbeddingBag.from_pretrained(nan_table(), freeze=False, mode="max")
-    out = bag(np.array(ids), offsets=[0])
-    out.backward(np.array([[10.0, 100.0]]))
-    best, winner = nan_max_reference(nan_table(), ids)
-    expected_grad = np.zeros((4, 2))
-    for column, position in enumerate(winner):
-        expected_grad[ids[position], column] += [10.0, 100.0][column]
-    assert np.allclose(out.data[0], best, equal_nan=True)
-    assert np.array_equal(bag.weight.grad, expected_grad)
-
-
-@pytest.mark.parametrize("ids", BAGS, ids=str)
-def test_max_bag_with_nan_matches_pytorch(torch, ids):
-    bag = EmbeddingBag.from_pretrained(nan_table(), freeze=False, mode="max")
-    out = bag(np.array(ids), offsets=[0])
-    out.backward(np.array([[10.0, 100.0]]))
-    weight = torch.tensor(nan_table(), requires_grad=True)
-    expected = torch.nn.functional.embedding_bag(torch.tensor(ids), weight, torch.tensor([0]), mode="max")
-    expected.backward(torch.tensor([[10.0, 100.0]], dtype=torch.float64))
-    assert np.allclose(out.data, expected.detach().numpy(), equal_nan=True)
-    assert np.array_equal(bag.weight.grad, weight.grad.numpy())

@@ -340,17 +340,3 @@ def test_tables_share_creation_reset_from_pretrained_and_repr():
         assert not np.array_equal(table.data, before), f"{cls.__name__}.reset_parameters draws again"
         assert repr(module).startswith(f"{cls.__name__}(4, 2")
     assert repr(PositionalEncoding(6, 3, init="gpt2")) == "LearnedPositionalEncoding(6, 3, init='gpt2')"
-
-
-# ---------------------------------------------------------------- sinusoidal tables of odd width
-
-
-def test_sinusoidal_table_with_an_odd_dimension():
-    """transformers PR #8226 (issue #8021): BART's `SinusoidalPositionalEmbedding` broke for an odd `embedding_dim`
-    (ceil(d/2) sine columns but floor(d/2) cosine columns). d = 5, position 1: sines at columns 0, 2, 4 with
-    frequencies 10000^(-0/5), 10000^(-2/5), 10000^(-4/5); cosines at columns 1, 3 with the first two."""
-    row = create_sinusoidal_embeddings(2, 5, dtype=np.float64).data[1]
-    frequencies = 10000.0 ** (-np.array([0.0, 2.0, 4.0]) / 5)
-    expected = [np.sin(frequencies[0]), np.cos(frequencies[0]), np.sin(frequencies[1]), np.cos(frequencies[1]),
-                np.sin(frequencies[2])]
-    np.testing.assert_allclose(row, expected, rtol=1e-12)
