@@ -14,7 +14,7 @@ import nbformat
 
 from tito.release import cell_source, read_notebook, release_notebook, stubs_in_notebook, write_notebook
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TITO = ROOT / "bin" / "tito"
 
 DOUBLE = '''\

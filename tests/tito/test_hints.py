@@ -16,7 +16,7 @@ import pytest
 from tito import hints
 from tito.repo import RepoError, resolve_module
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BARE_PATH = "/usr/bin:/bin"
 
 
@@ -42,7 +42,7 @@ def program_runs_as_printed(word: str, cwd: Path) -> bool:
 
 @pytest.fixture
 def copy(tmp_path):
-    from test_tito_roundtrip import copy_repository
+    from .test_roundtrip import copy_repository
 
     return copy_repository(tmp_path / "repo")
 

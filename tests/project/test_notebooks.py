@@ -8,7 +8,7 @@ import pytest
 from tito.notebooks import run_notebook
 from tito.repo import Settings
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = Settings.read(ROOT)
 NOTEBOOKS = sorted((ROOT / SETTINGS.nbs_path).glob("*/*_dev.ipynb"))
 

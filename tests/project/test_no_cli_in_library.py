@@ -13,7 +13,7 @@ import pytest
 
 from tito.repo import Settings
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / Settings.read(ROOT).lib_path
 CLI_MODULES = {"argparse", "optparse", "getopt", "click", "typer", "tito"}
 STREAMS = {"stdout", "stderr", "stdin"}

@@ -21,7 +21,7 @@ import pytest
 from tito.release import BEGIN_MARKER, cell_source, find_stubs, read_notebook, solution_blocks, write_notebook
 from tito.repo import Settings, discover_modules, learner_notebook
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WORKING_TREE = ["modules", "tinytorch", "tests", "tito", "bin", "settings.ini", "pyproject.toml"]
 _NOT_SOURCE = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", ".pytest_cache", ".hypothesis")
 MARKED_MODULES = [

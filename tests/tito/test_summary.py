@@ -22,7 +22,7 @@ from tito.release import cell_source, read_notebook, write_notebook
 from tito.repo import Module, discover_modules, learner_notebook
 from tito.summary import Exercise, attribute, render
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def exercise(name, order):
@@ -209,13 +209,13 @@ def break_embedding_backward(path: Path) -> None:
 
 @pytest.fixture
 def copy(tmp_path):
-    from test_tito_roundtrip import copy_repository
+    from .test_roundtrip import copy_repository
 
     return copy_repository(tmp_path / "repo")
 
 
 def test_a_wrong_embedding_backward_gets_a_short_summary_naming_it_first_with_expected_and_actual(copy):
-    from test_tito_roundtrip import paste_solutions_back, tito
+    from .test_roundtrip import paste_solutions_back, tito
 
     assert tito(copy, "module", "start", "11").returncode == 0
     module = next(m for m in discover_modules(copy) if m.label == "11_embeddings")

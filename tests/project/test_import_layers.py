@@ -2,8 +2,8 @@
 
 A learner works through the modules in order; a test of module 03 that imports
 module 06 would fail for reasons the learner cannot fix yet. This checks every
-module's pytest files (`tests/test_<name>.py`, `tests/test_<name>_*.py`) and the
-code cells of its dev notebooks (the inline tests).
+module's pytest files (`tests/<name>/test_*.py`) and the code cells of its dev
+notebooks (the inline tests).
 
 Which module owns a `tinytorch.*` module is read from the notebooks' own
 `#| default_exp` lines (and any cell-level `#| export <module>`), not from a
@@ -31,7 +31,7 @@ import pytest
 from tito.release import cell_source, read_notebook
 from tito.repo import Settings, discover_modules, module_test_files
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = Settings.read(ROOT).lib_name
 AVAILABLE_TO_EVERY_MODULE = {f"{PACKAGE}.core.autograd", f"{PACKAGE}.core.kernels"}
 _EXPORT_TARGET = re.compile(r"^\s*#\|\s*(?:default_exp|export|exporti|exports)\s+([A-Za-z_][\w.]*)\s*$", re.MULTILINE)

@@ -14,7 +14,7 @@ from tito.release import (
 )
 from tito.repo import Settings
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEV_NOTEBOOKS = sorted((ROOT / Settings.read(ROOT).nbs_path).glob("*/*_dev.ipynb"))
 MARKED_NOTEBOOKS = [path for path in DEV_NOTEBOOKS if BEGIN_MARKER in path.read_text(encoding="utf-8")]
 

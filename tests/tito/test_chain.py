@@ -1,6 +1,6 @@
 """A learner who completes modules in order runs the later modules on their *own* earlier code.
 
-In a temporary copy of the repository (the helpers of `test_tito_roundtrip.py`): start modules 02
+In a temporary copy of the repository (the helpers of `test_roundtrip.py`): start modules 02
 and 04, paste the solutions into both learner notebooks, and complete 02 then 04. The learner's
 ReLU also appends a line to a probe file named by an environment variable, so the test can see
 which runs executed the learner's module-02 code rather than the reference.
@@ -12,7 +12,7 @@ call the learner's ReLU, and completing 04 must not have put the reference 02 ba
 """
 import json
 
-from test_tito_roundtrip import copy, paste_solutions_back, tito  # noqa: F401  (copy is a fixture)
+from .test_roundtrip import copy, paste_solutions_back, tito  # noqa: F401  (copy is a fixture)
 from tito.release import cell_source, read_notebook, write_notebook
 from tito.repo import discover_modules, exported_from, learner_notebook, package_file
 

@@ -13,7 +13,7 @@ import pytest
 from tito.notebooks import run_notebook
 from tito.repo import RepoError, discover_modules, module_test_files, resolve_module
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TITO = ROOT / "bin" / "tito"
 
 SETTINGS_INI = """\
