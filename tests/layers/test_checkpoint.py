@@ -4,7 +4,7 @@ including a fuzz test that flips random bytes of a saved checkpoint 200 times.
 
 Module 03's tests use modules 01-03 only, so the models here are built from Parameter, Linear and Sequential
 (a `Table` picks rows by indexing, named like an embedding: `token_embedding.weight`). Checkpoints of the
-module 11 embeddings, and their trip to PyTorch, are tested in test_embeddings_interop.py."""
+module 11 embeddings, and their trip to PyTorch, are tested in tests/embeddings/test_interop.py."""
 import io
 import json
 import os
