@@ -437,7 +437,7 @@ def test_function_apply_records_nothing_for_constant_inputs():
 def test_importing_tinytorch_prints_nothing():
     result = subprocess.run(
         [sys.executable, "-c", "import tinytorch, tinytorch.core.tensor, tinytorch.core.autograd"],
-        capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[2],
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "" and result.stderr == ""
