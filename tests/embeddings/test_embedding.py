@@ -1,7 +1,7 @@
 """Behaviour of tinytorch.text.embeddings: Embedding and its backward, id validation, inits, max_norm,
 from_pretrained, tied output heads, FactorizedEmbedding and the memory analysis.
 
-Positional encodings and EmbeddingLayer: test_embeddings_positional.py; PyTorch parity: test_embeddings_torch.py.
+Positional encodings and EmbeddingLayer: test_positions.py; PyTorch parity: test_torch_parity.py.
 """
 import math
 import tracemalloc

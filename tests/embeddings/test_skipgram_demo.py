@@ -19,7 +19,7 @@ from tinytorch.text.skipgram import (
 )
 from tito.demos.embeddings import PLOT_FILE, ProgressBar, main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TITO = [sys.executable, str(ROOT / "bin" / "tito"), "demo", "embeddings"]
 FAST = ["--steps", "30", "--dim", "8"]          # a tiny configuration for the command-line tests
 
