@@ -1,6 +1,6 @@
 """Module 12: scaled dot-product attention, multi-head attention, the KV cache (NumPy only).
 
-PyTorch comparisons live in tests/test_attention_torch.py."""
+PyTorch comparisons live in tests/attention/test_torch_parity.py."""
 import math
 
 import numpy as np
