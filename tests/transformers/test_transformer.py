@@ -1,5 +1,5 @@
 """Module 13: norms, MLPs, the block, GPT-2/LLaMA-shaped models, generation, HF-format state dicts,
-training (NumPy only). Parity with Hugging Face transformers: tests/test_transformers_hf.py."""
+training (NumPy only). Parity with Hugging Face transformers: tests/transformers/test_hf_parity.py."""
 import math
 
 import numpy as np

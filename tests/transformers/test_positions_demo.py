@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TITO = [sys.executable, str(ROOT / "bin" / "tito"), "demo", "positions"]
 TINY = ["--length", "8", "--period", "3", "--steps", "3", "--dim", "8", "--heads", "2", "--layers", "1",
         "--batch", "4", "--eval-sequences", "4"]

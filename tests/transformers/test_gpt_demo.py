@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TITO = [sys.executable, str(ROOT / "bin" / "tito"), "demo", "gpt"]
 TINY = ["--steps", "4", "--dim", "16", "--heads", "2", "--layers", "1", "--context", "16", "--batch", "4",
         "--sample-chars", "12"]
