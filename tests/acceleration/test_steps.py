@@ -1,6 +1,6 @@
 """Module 18's fast kernels in whole training steps (issue 16): no extra passes, and what must not change on the way.
 
-Every test here runs with the fast kernels in force (`fast_kernels` fixture); tests/test_acceleration.py
+Every test here runs with the fast kernels in force (`fast_kernels` fixture); tests/acceleration/test_acceleration.py
 compares them with the plain ones.
 
 - `RowSparseGrad.from_rows` sums only repeated ids and reads rows seen once from the upstream gradient;

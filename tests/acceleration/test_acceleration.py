@@ -3,7 +3,7 @@
 The battery runs each kernel plain and fast on the same random inputs (repeated, Zipf, distinct and empty ids,
 padding, every row shape, float and id dtypes) and requires equal results; then whole training steps, plain
 against fast. The rest tests what only the fast path has: long runs, `at=`, blocks, cores.
-Whole steps with the fast kernels: test_acceleration_steps.py.
+Whole steps with the fast kernels: test_steps.py.
 """
 import numpy as np
 import pytest
