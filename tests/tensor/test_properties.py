@@ -1,10 +1,10 @@
-"""Property tests for the tensor and the engine: random shapes, broadcast pairs, id multisets
-and reduction axes, each compared with finite differences or a NumPy reference."""
+"""Property tests for the tensor: random shapes, broadcast pairs, id multisets and reduction axes, each
+compared with finite differences or a NumPy reference. segment_sum's: tests/autograd/test_properties.py."""
 import numpy as np
 from hypothesis import given, settings, strategies as st
 from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
-from tinytorch.core.autograd import gradcheck, segment_sum
+from tinytorch.core.autograd import gradcheck
 from tinytorch.core.tensor import Tensor
 
 FAST = settings(max_examples=25, deadline=None)
@@ -51,21 +51,6 @@ def test_gather_gradient_equals_np_add_at(vocab, dim, ids_shape, seed):
     np.testing.assert_array_equal(table.grad, expected)  # integer-valued: sums are exact in any order
 
 
-@FAST
-@given(n=st.integers(0, 60), vocab=st.integers(1, 10), width=st.integers(1, 3), seed=st.integers(0, 2**32 - 1))
-def test_segment_sum_equals_np_add_at(n, vocab, width, seed):
-    rng = np.random.default_rng(seed)
-    ids = rng.integers(0, vocab, size=n)
-    values = rng.integers(-100, 100, size=(n, width)).astype(np.float64)
-    rows, sums = segment_sum(ids, values)
-    assert rows.tolist() == sorted(set(ids.tolist()))
-    dense = np.zeros((vocab, width))
-    dense[rows] = sums
-    expected = np.zeros((vocab, width))
-    np.add.at(expected, ids, values)
-    np.testing.assert_array_equal(dense, expected)
-
-
 @st.composite
 def shape_and_axes(draw):
     shape = tuple(draw(st.lists(st.integers(1, 3), min_size=1, max_size=3)))
@@ -87,4 +72,3 @@ def test_reductions_over_random_axes(case, keepdims, reduction, seed):
     assert out.shape == np.shape(expected)
     np.testing.assert_allclose(out.data, expected)
     assert gradcheck(lambda x: getattr(x, reduction)(axis=axis, keepdims=keepdims), [x])
-

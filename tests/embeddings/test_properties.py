@@ -4,21 +4,20 @@ and options; each property is checked against finite differences, np.add.at, or 
 - Embedding: the gradient equals an np.add.at reference (padding row dropped, rows divided by their counts
   under scale_grad_by_freq) and finite differences; the sparse and dense paths give the same gradient and
   the same SGD step; EmbeddingLayer gradchecks for every position choice.
-- RoPE preserves norms, is the identity at position 0, and <R_m q, R_n k> depends only on m - n.
 - Sinusoidal rows have norm sqrt(d/2) for even d (and the odd-d formula).
-- segment_sum is deterministic (bit for bit), leaves its inputs alone, and agrees with np.add.at.
+
+RoPE's properties: tests/attention/test_properties.py; segment_sum's: tests/autograd/test_properties.py.
 """
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tinytorch.core.autograd import RowSparseGrad, gradcheck, segment_sum
+from tinytorch.core.autograd import RowSparseGrad, gradcheck
 from tinytorch.core.optimizers import SGD
 from tinytorch.core.tensor import Tensor
 from tinytorch.text.embeddings import (
     Embedding,
     EmbeddingLayer,
-    RotaryEmbedding,
     create_sinusoidal_embeddings,
     embedding,
 )
@@ -128,48 +127,6 @@ def test_embedding_layer_gradient_equals_finite_differences(pos_encoding, scale,
     assert gradcheck(lambda *params: layer(tokens) * mask, layer.parameters())
 
 
-# ------------------------------------------------------------------------------------------------ RoPE
-
-@st.composite
-def rope_inputs(draw):
-    dim = 2 * draw(st.integers(1, 8))
-    shape = draw(st.sampled_from([(1,), (5,), (2, 3), (2, 2, 4)]))
-    return dim, shape, draw(st.booleans()), draw(st.sampled_from([100.0, 10000.0, 500000.0])), draw(SEEDS)
-
-
-@BUDGET
-@given(case=rope_inputs())
-def test_rope_preserves_every_vectors_norm_and_position_zero_is_the_identity(case):
-    dim, shape, interleaved, base, seed = case
-    rng = np.random.default_rng(seed)
-    rope = RotaryEmbedding(dim, max_seq_len=16, base=base, interleaved=interleaved)
-    x = rng.standard_normal(shape + (dim,))
-    positions = rng.integers(-3000, 3000, size=shape)
-    rotated = rope(Tensor(x, dtype=F64), positions=positions).data
-    np.testing.assert_allclose(np.linalg.norm(rotated, axis=-1), np.linalg.norm(x, axis=-1), rtol=1e-12)
-    unmoved = rope(Tensor(x, dtype=F64), positions=np.zeros(shape, np.int64)).data
-    np.testing.assert_array_equal(unmoved, x)
-
-
-@BUDGET
-@given(dim_half=st.integers(1, 8), m=st.integers(-2000, 2000), n=st.integers(-2000, 2000),
-       shift=st.integers(-2000, 2000), interleaved=st.booleans(), seed=SEEDS)
-def test_rope_scores_depend_only_on_the_relative_position(dim_half, m, n, shift, interleaved, seed):
-    dim = 2 * dim_half
-    rng = np.random.default_rng(seed)
-    q, k = rng.standard_normal((1, dim)), rng.standard_normal((1, dim))
-    rope = RotaryEmbedding(dim, max_seq_len=8, interleaved=interleaved)
-
-    def score(position_q, position_k):
-        rotated_q = rope(Tensor(q, dtype=F64), positions=[position_q]).data
-        rotated_k = rope(Tensor(k, dtype=F64), positions=[position_k]).data
-        return (rotated_q @ rotated_k.T).item()
-
-    scale = np.linalg.norm(q) * np.linalg.norm(k)
-    assert abs(score(m, n) - score(m + shift, n + shift)) <= 1e-9 * scale
-    assert abs(score(m, n) - score(m - n, 0)) <= 1e-9 * scale
-
-
 # ------------------------------------------------------------------------------------------------ sinusoidal
 
 @BUDGET
@@ -187,24 +144,3 @@ def test_sinusoidal_row_norms(length, dim, base):
         expected = (dim - 1) / 2 + np.sin(np.arange(length) * last_frequency) ** 2
         np.testing.assert_allclose(norms_squared, expected, rtol=1e-12)
     assert np.array_equal(table, create_sinusoidal_embeddings(length, dim, base=base, dtype=F64).data)
-
-
-# ------------------------------------------------------------------------------------------------ segment_sum
-
-@BUDGET
-@given(n=st.integers(0, 80), vocab=st.integers(1, 10), width=st.integers(1, 3), seed=SEEDS)
-def test_segment_sum_is_deterministic_leaves_inputs_alone_and_matches_np_add_at(n, vocab, width, seed):
-    rng = np.random.default_rng(seed)
-    ids = rng.integers(0, vocab, size=n)
-    values = rng.standard_normal((n, width)) * 10.0 ** rng.integers(-3, 4, size=(n, 1))   # mixed magnitudes
-    ids_before, values_before = ids.copy(), values.copy()
-    rows, sums = segment_sum(ids, values)
-    again_rows, again_sums = segment_sum(ids.copy(), values.copy())
-    assert np.array_equal(ids, ids_before) and np.array_equal(values, values_before), "inputs untouched"
-    assert rows.tobytes() == again_rows.tobytes() and sums.tobytes() == again_sums.tobytes(), "bit for bit"
-    strided = np.asfortranarray(values)                                    # same numbers, another memory layout
-    assert segment_sum(ids, strided)[1].tobytes() == sums.tobytes()
-    assert rows.tolist() == sorted(set(ids.tolist()))
-    expected = np.zeros((vocab, width))
-    np.add.at(expected, ids, values)
-    np.testing.assert_allclose(sums, expected[rows], rtol=1e-12, atol=1e-9)
