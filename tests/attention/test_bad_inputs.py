@@ -1,6 +1,7 @@
 """Hostile inputs to RoPE (module 12; imported from tinytorch.text.embeddings, where module 11 re-exports it): this subject's table of the bad-input battery
 (tests/bad_input_battery.py): each case calls the API with one mistake and must raise the documented
-error, naming the offending value, and change nothing; then the empty inputs that are valid.
+error, naming the offending value, and change nothing; then the valid empty input and far position, how
+mixed float dtypes combine, and the RoPE defects of issue 15.
 """
 import numpy as np
 import pytest
@@ -101,3 +102,29 @@ def test_mixed_float_dtypes_constants_take_the_tensors_dtype_and_rope_follows_it
     assert RotaryEmbedding(4)(np.ones((2, 4), dtype)).dtype == (F16 if dtype == F16 else F32), \
         "a raw ndarray becomes a Tensor first: float64 data gives float32 (the Tensor default)"
     assert cross_entropy(Tensor(np.zeros((2, 3)), dtype=dtype), [0, 1]).dtype == dtype
+
+
+# ------------------------------------------------------------------------------------------------ issue 15's defects
+# Found by the adversarial pass of issue 15, one test each (each failed before its fix); the numbers in the
+# test names are the issue's defect numbers.
+
+def test_7_rotary_refuses_integer_input_instead_of_returning_zeros():
+    rope = RotaryEmbedding(4)
+    with pytest.raises(TypeError, match=r"RotaryEmbedding rotates float vectors; got dtype int64"):
+        rope(np.ones((3, 4), dtype=np.int64))
+    with pytest.raises(TypeError, match="got dtype int32"):
+        rope(Tensor(np.ones((3, 4), dtype=np.int32), dtype=np.int32))
+
+
+@pytest.mark.parametrize("dtype, position", [(np.int8, -128), (np.int16, -32768)])
+def test_9_rope_at_the_most_negative_small_int_takes_the_right_angle(dtype, position):
+    rope = RotaryEmbedding(4, max_seq_len=40_000)
+    x = Tensor(np.random.default_rng(0).standard_normal((1, 4)), dtype=np.float64)
+    narrow = rope(x, positions=np.array([position], dtype=dtype))
+    wide = rope(x, positions=np.array([position], dtype=np.int64))
+    angles = position * 10000.0 ** (-np.arange(0, 4, 2) / 4)
+    a, b = x.data[0, 0::2], x.data[0, 1::2]
+    expected = np.empty(4)
+    expected[0::2], expected[1::2] = a * np.cos(angles) - b * np.sin(angles), a * np.sin(angles) + b * np.cos(angles)
+    assert np.allclose(wide.data[0], expected, atol=1e-12)
+    assert np.allclose(narrow.data[0], expected, atol=1e-12)

@@ -1,6 +1,7 @@
 """Hostile inputs to module 11, embeddings: this subject's table of the bad-input battery
 (tests/bad_input_battery.py): each case calls the API with one mistake and must raise the documented
-error, naming the offending value, and change nothing; then the empty inputs that are valid.
+error, naming the offending value, and change nothing; then the empty inputs that are valid, how mixed
+float dtypes combine, and the bad-input defects of issue 15.
 """
 import numpy as np
 import pytest
@@ -10,11 +11,14 @@ from tinytorch.core.autograd import RowSparseGrad
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import SGD, Adagrad, SparseAdam
 from tinytorch.core.tensor import Tensor
+from tinytorch.text.bag import embedding_bag
 from tinytorch.text.embeddings import (
     Embedding,
     EmbeddingLayer,
     FactorizedEmbedding,
     PositionalEncoding,
+    RotaryEmbedding,
+    as_token_ids,
     create_sinusoidal_embeddings,
     embedding,
     init_table,
@@ -285,3 +289,40 @@ def test_mixed_float_dtypes_token_plus_position_follow_numpy_promotion(table_dty
     out.sum().backward()
     assert tokens.weight.grad.dtype == table_dtype and positions.position_embeddings.grad.dtype == position_dtype
     assert EmbeddingLayer(10, 4, dtype=table_dtype, pos_encoding="sinusoidal", seed=0)([[1, 2]]).dtype == table_dtype
+
+
+# ------------------------------------------------------------------------------------------------ issue 15's defects
+# Found by the adversarial pass of issue 15, one test each (each failed before its fix); the numbers in the
+# test names are the issue's defect numbers.
+
+def test_8_object_dtype_python_int_ids_are_converted_when_they_fit():
+    ids = np.array([[1, 2], [3, 0]], dtype=object)
+    assert as_token_ids(ids, 5).dtype == np.int64
+    table = Embedding(5, 2, seed=0)
+    assert np.array_equal(table(ids).data, table.weight.data[ids.astype(np.int64)])
+    with pytest.raises(IndexError, match=rf"token id {2**70} at position \(1,\) is out of range \[0, 5\)"):
+        table(np.array([1, 2**70], dtype=object))
+    with pytest.raises(TypeError, match="token ids must be integers"):
+        table(np.array([1, "2"], dtype=object))
+
+
+def test_10_flags_are_checked_like_embeddings():
+    with pytest.raises(TypeError, match="interleaved must be True or False; got 'no'"):
+        RotaryEmbedding(4, interleaved="no")
+    with pytest.raises(TypeError, match="scale_embeddings must be True or False; got 'no'"):
+        EmbeddingLayer(10, 4, scale_embeddings="no")
+
+
+def test_10_uint64_offsets_beyond_int64_are_reported_as_given():
+    big = np.uint64(2**63 + 5)
+    with pytest.raises(ValueError, match=rf"offsets\[1\] = {int(big)} is beyond the end of ids"):
+        embedding_bag(np.array([1, 2]), np.ones((3, 2)), offsets=np.array([0, big], dtype=np.uint64))
+    with pytest.raises(ValueError, match=r"offsets\[2\] = 1 comes after offsets\[1\] = 2"):
+        embedding_bag(np.array([1, 2]), np.ones((3, 2)), offsets=np.array([0, 2, 1], dtype=np.uint64))
+
+
+def test_10_seed_and_impossible_sizes_get_our_own_errors():
+    with pytest.raises(ValueError, match=r"seed must be a non-negative int .*; got -1"):
+        Embedding(10, 4, seed=-1)
+    with pytest.raises(MemoryError, match=r"a \(1099511627776, 1099511627776\) table of float32 needs [\d,]+ bytes"):
+        Embedding(2**40, 2**40)

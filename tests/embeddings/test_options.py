@@ -153,3 +153,21 @@ def test_the_input_block_refuses_attention_schemes_and_says_where_they_go(scheme
         with pytest.raises(ValueError, match=rf"{name}='{scheme}' acts inside attention \(module 12\).*"
                                              rf"TransformerConfig\(position='{scheme}'\)"):
             EmbeddingLayer(10, 4, **kwargs)
+
+
+# ------------------------------------------------------------------------------------------------ max_norm and saved tables
+# Issue 15, defect 2: renormalising rows in place bumps the table's version, so a backward that saved the table
+# refuses rather than give a wrong gradient.
+
+def test_2_max_norm_renormalising_a_saved_table_refuses_to_backward():
+    "The issue's repro: without the version bump the gradient was [[2.2, 2.6], [.6, .8]] instead of [[7, 9], [.6, .8]]."
+    emb = Embedding.from_pretrained([[3.0, 4.0], [0.3, 0.4]], freeze=False, max_norm=1.0)
+    loss = (emb.weight * emb.weight).sum() + emb([0]).sum()
+    with pytest.raises(RuntimeError, match="modified"):
+        loss.backward()
+
+
+def test_2_max_norm_that_changes_nothing_keeps_the_graph_usable():
+    emb = Embedding.from_pretrained([[0.3, 0.4], [0.6, 0.8]], freeze=False, max_norm=1.0)
+    ((emb.weight * emb.weight).sum() + emb([0, 1]).sum()).backward()
+    assert np.allclose(emb.weight.grad, 2 * emb.weight.data + 1)
