@@ -5,6 +5,9 @@ padding, every row shape, float and id dtypes) and requires equal results; then 
 against fast. The rest tests what only the fast path has: long runs, `at=`, blocks, cores.
 Whole steps with the fast kernels: test_steps.py.
 """
+import multiprocessing
+import os
+
 import numpy as np
 import pytest
 
@@ -285,3 +288,30 @@ def test_the_profiler_counts_a_lazy_sparse_gradient_without_summing_it():
     grad = fast.from_rows(ids, rows, (10, 5))
     assert nbytes(grad) == grad.indices.nbytes + 2 * 5 * 4
     assert grad._values is None                          # still lazy: counting read no rows
+
+
+# ------------------------------------------------------------------------------------------------ fork (issue 15, defect 1)
+
+def _big_lookup(seed):
+    "A lookup over the parallel threshold: 64 x 128 ids into a 50000 x 256 float32 table (8 MB of rows)."
+    from tinytorch.fast import gather_rows
+    rng = np.random.default_rng(seed)
+    table = rng.standard_normal((50_000, 256), dtype=np.float32)
+    ids = rng.integers(0, 50_000, (64, 128))
+    rows = gather_rows(table, ids)
+    return bool(np.array_equal(rows, table[ids]))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() exists only on POSIX")
+def test_a_forked_child_can_use_the_worker_pool_the_parent_started(monkeypatch):
+    from tinytorch import fast
+    monkeypatch.setattr(fast._Workers, "count", 2)           # two workers even on a one-core machine
+    assert _big_lookup(0)                                     # the parent now holds a pool with live threads
+    assert fast._Workers.pool is not None
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        result = pool.apply_async(_big_lookup, (1,))
+        try:
+            assert result.get(timeout=120), "the child's lookup was wrong"
+        except multiprocessing.TimeoutError:
+            pool.terminate()
+            pytest.fail("the forked child hung: it waited on pool threads that exist only in the parent")

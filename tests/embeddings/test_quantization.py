@@ -8,7 +8,8 @@ import warnings
 import numpy as np
 import pytest
 
-from tinytorch.core.layers import Module, Sequential
+from tinytorch.core import checkpoint
+from tinytorch.core.layers import Dropout, Linear, Module, Sequential
 from tinytorch.core.optimizers import SGD
 from tinytorch.core.tensor import Tensor
 from tinytorch.text.bag import EmbeddingBag
@@ -300,3 +301,27 @@ def test_scales_and_codes_match_pytorchs_float_qparams_observer(torch, bits):
     steps = np.abs(restored - torch_restored) / scales[:, None]
     assert np.mean(steps < 1e-3) > 0.99, "nearly every value lands on the same level as PyTorch's"
     assert steps.max() < 1 + 1e-3, "rounding of exact halves may differ by one level, never more"
+
+
+# ------------------------------------------------------------------------------------------------ checkpoints and train/eval (issue 15, defects 4 and 5)
+
+@pytest.mark.parametrize("bits", [8, 4])
+def test_a_quantized_embedding_round_trips_through_a_checkpoint(tmp_path, bits):
+    source = QuantizedEmbedding.from_float(Embedding(20, 6, init="normal", seed=1), bits=bits)
+    assert list(source.state_dict()) == ["codes", "scales", "offsets"]
+    path = checkpoint.save(Sequential(source), tmp_path / "quantized.npz")
+    target = Sequential(QuantizedEmbedding.from_float(Embedding(20, 6, init="normal", seed=2), bits=bits))
+    assert not np.array_equal(target(np.arange(20)).data, source(np.arange(20)).data)
+    checkpoint.load_into(target, path)
+    assert np.array_equal(target(np.arange(20)).data, source(np.arange(20)).data)
+    wrong_size = Sequential(QuantizedEmbedding.from_float(Embedding(21, 6, seed=0), bits=bits))
+    with pytest.raises(checkpoint.CheckpointError, match="0.codes"):
+        checkpoint.load_into(wrong_size, path)
+
+
+def test_train_is_all_or_nothing_when_a_quantized_embedding_refuses():
+    model = Sequential(Linear(4, 4, seed=0), Dropout(0.5), QuantizedEmbedding.from_float(Embedding(10, 4, seed=0)))
+    model.eval()
+    with pytest.raises(RuntimeError, match="inference-only"):
+        model.train()
+    assert [module.training for _, module in model.named_modules()] == [False, False, False, False]

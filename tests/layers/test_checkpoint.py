@@ -24,6 +24,7 @@ from tinytorch.core.checkpoint import (
     load_into,
     save,
 )
+from tinytorch.core import checkpoint
 from tinytorch.core.layers import Linear, Module, Parameter, Sequential
 from tinytorch.core.tensor import Tensor
 
@@ -567,3 +568,25 @@ def test_the_longest_storable_name_and_a_lone_w_npy_round_trip(tmp_path):
     state = {longest: np.ones(2), "w.npy": np.arange(3.0), "v": np.zeros(1)}
     back = load(save(state, tmp_path / "edge.npz"))
     assert list(back) == list(state) and np.array_equal(back["w.npy"], np.arange(3.0))
+
+
+# ------------------------------------------------------------------------------------------------ odd save paths (issue 15, defect 10)
+
+def test_save_into_a_missing_directory_names_the_path_asked_for(tmp_path):
+    path = tmp_path / "no-such-directory" / "model.npz"
+    with pytest.raises(FileNotFoundError) as caught:
+        checkpoint.save(Linear(2, 2, seed=0), path)
+    assert str(path) in str(caught.value) and ".tmp" not in str(caught.value)
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symlinks")
+def test_save_onto_a_symlink_writes_through_it(tmp_path):
+    real, link = tmp_path / "checkpoints" / "real.npz", tmp_path / "latest.npz"
+    real.parent.mkdir()
+    checkpoint.save(Linear(2, 2, seed=0), real)
+    link.symlink_to(real)
+    newer = Linear(2, 2, seed=1)
+    assert checkpoint.save(newer, link) == link
+    assert link.is_symlink() and link.resolve() == real.resolve()
+    np.testing.assert_array_equal(checkpoint.load(real)["weight"], newer.weight.data)
+    assert sorted(p.name for p in real.parent.iterdir()) == ["real.npz"], "no temporary file left behind"

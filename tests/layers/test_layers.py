@@ -435,3 +435,31 @@ def test_no_dropout_in_one_thread_leaves_dropout_on_in_another():
         done.set()
         evaluator.join(timeout=60)
     assert seen == {"evaluator": 1.0}
+
+
+# ------------------------------------------------------------------------------------------------ train/eval and load_state_dict (issue 15, defects 5 and 2)
+
+class RefusesEval(Module):
+    "A module that cannot leave training mode (the mirror image of QuantizedEmbedding)."
+
+    def _check_mode(self, mode):
+        if not mode:
+            raise RuntimeError("RefusesEval stays in training mode")
+
+
+def test_eval_is_all_or_nothing_for_any_module_that_refuses():
+    model = Sequential(Dropout(0.5), RefusesEval(), Dropout(0.5))
+    with pytest.raises(RuntimeError, match="stays in training"):
+        model.eval()
+    assert all(module.training for _, module in model.named_modules())
+
+
+STALE = "modified by an inplace operation"
+
+
+def test_load_state_dict_marks_the_parameters_it_overwrites():
+    model = Linear(2, 2, seed=0)
+    loss = (model(Tensor(np.ones((1, 2)))) ** 2).sum()
+    model.load_state_dict(Linear(2, 2, seed=1).state_dict())
+    with pytest.raises(RuntimeError, match=STALE):
+        loss.backward()

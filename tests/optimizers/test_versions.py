@@ -1,12 +1,16 @@
-"""Property test for the version counter (issue 15, defect 2): random graphs, then random in-place writes
-through the tracked API (`t.data = ...`, a write into `.data` followed by `mark_modified()`, an SGD step)
+"""The version counter and the optimisers (issue 15, defect 2); the engine's own version tests are in
+tests/autograd/test_versions.py, and these live here because an optimiser step is one of the writes.
+
+Property test: random graphs, then random in-place writes through the tracked API (`t.data = ...`, a write into `.data` followed by `mark_modified()`, an SGD step)
 between the forward and `backward()`. Either backward raises, changing no gradient, or every gradient is
 exactly the one the recorded forward values give."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tinytorch.core.optimizers import SGD
+from tinytorch.core.autograd import RowSparseGrad
+from tinytorch.core.layers import Linear
+from tinytorch.core.optimizers import SGD, Adagrad, Adam, AdamW, SparseAdam
 from tinytorch.core.tensor import Tensor
 
 OPS = {                                   # name -> (number of inputs, op); some save their inputs, some do not
@@ -95,3 +99,43 @@ def test_each_op_either_saves_nothing_of_its_input_or_refuses_after_a_write(name
         reference = fresh_leaves([recorded])[0]
         (op(reference, reference) if arity == 2 else op(reference)).sum().backward()
         np.testing.assert_array_equal(leaf.grad, reference.grad)
+
+
+# ------------------------------------------------------------------------------------------------ an optimiser step between forward and backward
+
+STALE = "modified by an inplace operation"
+
+def _sparse_grad(p):
+    return RowSparseGrad([1], np.ones((1, p.shape[1]), p.dtype), p.shape)
+
+
+@pytest.mark.parametrize("make, sparse", [
+    (lambda ps: SGD(ps, lr=0.1), False), (lambda ps: SGD(ps, lr=0.1, momentum=0.9), False),
+    (lambda ps: SGD(ps, lr=0.1), True), (lambda ps: Adam(ps, lr=0.1), False), (lambda ps: AdamW(ps, lr=0.1), False),
+    (lambda ps: Adagrad(ps, lr=0.1), False), (lambda ps: Adagrad(ps, lr=0.1), True),
+    (lambda ps: SparseAdam(ps, lr=0.1), True)])
+def test_an_optimiser_step_before_a_delayed_backward_raises(make, sparse):
+    model = Linear(3, 2, seed=0)
+    optimizer = make(model.parameters())
+    x = Tensor(np.ones((4, 3)))
+    first, delayed = (model(x) ** 2).sum(), (model(x) * 3).sum()
+    if sparse:
+        model.weight.grad, model.bias.grad = _sparse_grad(model.weight), None
+    else:
+        first.backward()
+    before = model.weight._version
+    optimizer.step()
+    assert model.weight._version > before
+    with pytest.raises(RuntimeError, match=rf"{STALE}: the parameter 'Linear.weight' of shape \(3, 2\).*MatMulBackward"):
+        delayed.backward()
+
+
+def test_an_ordinary_training_loop_never_trips_the_check():
+    model = Linear(3, 1, seed=0)
+    optimizer = Adam(model.parameters(), lr=0.01)
+    x = Tensor(np.random.default_rng(0).standard_normal((8, 3)))
+    for _ in range(5):
+        optimizer.zero_grad()
+        loss = (model(x) ** 2).mean()
+        loss.backward()
+        optimizer.step()
