@@ -182,7 +182,23 @@ def get_batch(dataset, batch_size, context_length, rng=None):
 def sequential_batches(dataset, batch_size, context_length, max_batches=None):
     """The windows of `dataset` (N,) at starts 0, m, 2m, ... (m = `context_length`), in batches of up to
     `batch_size`: a list of (inputs, targets) int64 arrays, the same every time; at most `max_batches` of them
-    (None: all). Windows overlap by one token (each target row ends where the next input row starts)."""
+    (None: all). Windows overlap by one token (each target row ends where the next input row starts).
+
+    TODO: cut `starts` (computed below) into groups of `batch_size`, and gather each group's windows as
+    `get_batch` does, stopping after `max_batches` batches when that is not None.
+
+    APPROACH:
+    1. Loop over the first index of each group: `range` from 0 to the number of starts, in steps of `batch_size`.
+    2. Stop when `max_batches` batches are made (when it is not None).
+    3. The group's positions (its starts as a column plus `np.arange` of context_length + 1 as a row), one
+       fancy index into `dataset`, an int64 array; keep (all columns but the last, all but the first).
+
+    EXAMPLE:
+    sequential_batches(np.arange(11), 2, 3) -> inputs [[0, 1, 2], [3, 4, 5]] then [[6, 7, 8]]
+
+    HINTS:
+    - The last group may be smaller than `batch_size`; slicing past the end of `starts` is fine.
+    """
     dataset = _token_array(dataset)
     batch_size, context_length = positive_int("batch_size", batch_size), positive_int("context_length", context_length)
     if max_batches is not None:
@@ -192,10 +208,12 @@ def sequential_batches(dataset, batch_size, context_length, max_batches=None):
         raise ValueError(f"dataset has {len(dataset)} tokens; a window of context_length + 1 = {context_length + 1} "
                          f"needs at least that many")
     batches = []
+    ### BEGIN SOLUTION
     for first in range(0, len(starts), batch_size):
         if max_batches is not None and len(batches) == max_batches:
             break
         positions = starts[first:first + batch_size, None] + np.arange(context_length + 1)
         windows = np.asarray(dataset[positions], dtype=np.int64)
         batches.append((windows[:, :-1], windows[:, 1:]))
+    ### END SOLUTION
     return batches

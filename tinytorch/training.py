@@ -491,9 +491,26 @@ class History:
 
 
 def evaluate(model, batches, loss_fn=cross_entropy_loss):
-    "The mean of `loss_fn(model, batch)` over `batches`, without gradients or dropout (the model's mode is left alone)."
+    """The mean of `loss_fn(model, batch)` over `batches`, a float: without recording a graph and without dropout.
+
+    TODO: the mean loss over the batches, with gradient recording and dropout both off.
+
+    APPROACH:
+    1. Open `no_grad()` (module 05: no graph, so no memory kept for a backward that never comes) and
+       `no_dropout()` (module 03: every Dropout is the identity, in this thread only) in one `with`.
+    2. The loss of every batch as a Python number (`.item()`), then their mean as a float.
+
+    EXAMPLE:
+    evaluate(model, [batch_a, batch_b]) -> 1.25 when the two losses are 1.0 and 1.5
+
+    HINTS:
+    - Not `model.eval()`: that changes the model for everyone holding it, and must be undone; `no_dropout()`
+      changes nothing but this block.
+    """
+    ### BEGIN SOLUTION
     with no_grad(), no_dropout():
         return float(np.mean([loss_fn(model, batch).item() for batch in batches]))
+    ### END SOLUTION
 
 
 def progress_line(it, steps, loss, lr, grad_norm, eval_loss=None, rate=None, width=20):
