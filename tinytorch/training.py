@@ -24,7 +24,7 @@ from .core.checkpoint import CheckpointError, load as load_arrays, save as save_
 from .core.layers import no_dropout
 from .core.losses import cross_entropy
 from .core.tensor import Tensor
-from .core.validation import flag, is_number, nonnegative_int, number_above, number_at_least, positive_int
+from .core.validation import flag, nonnegative_int, number_above, number_at_least, positive_int
 
 # %% ../modules/07_training/training_dev.ipynb #b34268a3
 def scale_gradient(grad, factor):
