@@ -126,7 +126,7 @@ def _print_summary(root: Path, check: ModuleCheck, other_stubs: dict[Path, list[
     if check.tests is not None:
         ui.status(check.tests.ok, f"pytest: {check.tests.summary} (exit code {check.tests.exit_code})")
     else:
-        ui.warn(f"pytest: no test files (tests/test_{module.name}.py or tests/test_{module.name}_*.py)")
+        ui.warn(f"pytest: no test files (tests/{module.name}/test_*.py, tests/test_{module.name}.py or tests/test_{module.name}_*.py)")
     for path, notebook in check.notebooks.items():
         outcome = "executed OK" if notebook.ok else "failed"
         headline = notebook.headline.splitlines()[0] if notebook.failure is not None else notebook.headline

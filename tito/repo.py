@@ -2,8 +2,9 @@
 
 The module map is read from the filesystem and nowhere else: every folder
 `modules/NN_name/` is module number NN called `name`, whose notebook is
-`modules/NN_name/name_dev.ipynb` and whose pytest files are
-`tests/test_name.py` and `tests/test_name_*.py`.
+`modules/NN_name/name_dev.ipynb` and whose pytest files are the `test_*.py`
+files under `tests/name/` (and, in a flat layout, `tests/test_name.py` and
+`tests/test_name_*.py`).
 
 A learner's copy of a dev notebook `modules/NN_name/stem_dev.ipynb` is
 `release/NN_name/stem.ipynb` (made by `tito module release/start`). It lives
@@ -169,18 +170,22 @@ def nearest_module(wanted: str, modules: list[Module]) -> Module | None:
 
 
 def module_test_files(root: Path, module: Module) -> list[Path]:
-    """`tests/test_<name>.py` and `tests/test_<name>_*.py`, leaving out files
-    that belong to another module whose name extends this one (a module
-    `text` must not pick up `tests/test_text_utils.py` of a module `text_utils`)."""
+    """Every `test_*.py` under `tests/<name>/` (one folder per module, the
+    repository's layout), plus the flat `tests/test_<name>.py` and
+    `tests/test_<name>_*.py`, leaving out flat files that belong to another
+    module whose name extends this one (a module `text` must not pick up
+    `tests/test_text_utils.py` of a module `text_utils`)."""
     tests_dir = root / "tests"
-    files = [tests_dir / f"test_{module.name}.py", *tests_dir.glob(f"test_{module.name}_*.py")]
+    folder = tests_dir / module.name
+    files = [*(folder.rglob("test_*.py") if folder.is_dir() else []),
+             tests_dir / f"test_{module.name}.py", *tests_dir.glob(f"test_{module.name}_*.py")]
     longer_names = [
         other.name for other in discover_modules(root)
         if other.name != module.name and other.name.startswith(module.name + "_")
     ]
 
     def owned(path: Path) -> bool:
-        return not any(
+        return path.parent != tests_dir or not any(
             path.stem == f"test_{other}" or path.stem.startswith(f"test_{other}_") for other in longer_names
         )
 

@@ -130,7 +130,7 @@ def attribute(failures: list[dict], tests: dict[str, dict], chosen: list[Exercis
 
 
 def _test_name(nodeid: str) -> str:
-    """`tests/test_x.py::test_y[param]` -> `test_y` (what -k matches)."""
+    """`tests/x/test_x.py::test_y[param]` -> `test_y` (what -k matches)."""
     return nodeid.split("::")[-1].split("[")[0]
 
 

@@ -8,6 +8,7 @@ __all__ = ['CHECKPOINT_FORMAT_VERSION', 'FORMAT_KEY', 'MANIFEST_KEY', 'RESERVED_
 
 # %% ../../modules/03_layers/checkpoint_dev.ipynb #fe551c05
 import hashlib
+import io
 import json
 import math
 import os
@@ -153,9 +154,10 @@ def _read_manifest(archive):
 
 def _read_checkpoint(file):
     "Name -> array from an open checkpoint file, every array checked against the manifest."
+    start = file.tell()                               # an open file may hold the checkpoint from here on
     if file.read(4) != _ZIP_MAGIC:
         raise CheckpointError("not a zip archive, so not an .npz checkpoint (it does not start with PK\\x03\\x04)")
-    file.seek(0)
+    file.seek(start)
     archive = np.load(file, allow_pickle=False)       # never unpickle: object arrays raise instead
     with archive:
         members = archive.zip.namelist()
@@ -188,11 +190,18 @@ def save(module_or_state_dict, path):
     A symlink is written through (the file it points to is replaced; the link stays). A missing directory
     raises FileNotFoundError naming `path`. Object arrays, names starting with `__tinytorch`, and names a zip
     cannot hold or that would share an entry (`'w.npy'` beside `'w'`) are refused before anything is written.
-    Returns `path` as a `Path`.
+    Returns `path` as a `Path`. `path` may also be a binary file object open for writing (`open(..., "wb")`,
+    `io.BytesIO()`): the checkpoint is written to it from its current position (not atomically) and it is
+    returned, left open.
     """
     arrays = _state_arrays(module_or_state_dict)
     entries = {FORMAT_KEY: np.array(CHECKPOINT_FORMAT_VERSION, dtype=np.int64),
                MANIFEST_KEY: np.array(_manifest(arrays)), **arrays}
+    if hasattr(path, "write"):                # an open file: the caller owns it, so no temporary file and rename
+        if isinstance(path, io.TextIOBase):
+            raise TypeError("save needs a path or a file opened in binary mode ('wb'); got a text file")
+        _write_npz(path, entries)
+        return path
     path = Path(path)
     target = Path(os.path.realpath(path))     # the file a symlink points to: renaming over the link would replace it
     if not target.parent.is_dir():
@@ -216,16 +225,26 @@ def load(path):
     Never unpickles (`np.load(..., allow_pickle=False)`). Every array is checked against the manifest
     (names, dtype, shape, SHA-256). A damaged, truncated or tampered file, or one that is not a tinytorch
     checkpoint, raises `CheckpointError` (a ValueError); a missing file raises FileNotFoundError.
+    `path` may also be a binary file object open for reading: the checkpoint is read from its current position.
     """
+    if hasattr(path, "read"):
+        if isinstance(path, io.TextIOBase):
+            raise TypeError("load needs a path or a file opened in binary mode ('rb'); got a text file")
+        return _load_checked(path, getattr(path, "name", "the checkpoint file"))
     path = Path(path)
     with open(path, "rb") as file:            # FileNotFoundError / PermissionError: the path, not the file, is wrong
-        try:
-            return _read_checkpoint(file)
-        except CheckpointError as error:
-            raise CheckpointError(f"{path}: {error}") from None
-        except Exception as error:            # zipfile, zlib, struct, json or NumPy choking on damaged bytes
-            raise CheckpointError(f"{path} is damaged or not a tinytorch checkpoint: "
-                                  f"{type(error).__name__}: {error}") from error
+        return _load_checked(file, path)
+
+
+def _load_checked(file, label):
+    "`_read_checkpoint(file)`, with any failure raised as a CheckpointError that starts with `label`."
+    try:
+        return _read_checkpoint(file)
+    except CheckpointError as error:
+        raise CheckpointError(f"{label}: {error}") from None
+    except Exception as error:                # zipfile, zlib, struct, json or NumPy choking on damaged bytes
+        raise CheckpointError(f"{label} is damaged or not a tinytorch checkpoint: "
+                              f"{type(error).__name__}: {error}") from error
 
 
 def load_into(module, path, strict=True):

@@ -5,11 +5,13 @@ __all__ = ['Optimizer', 'SGD', 'Adam', 'AdamW', 'Adagrad', 'SparseAdam']
 
 # %% ../../modules/06_optimizers/optimizers_dev.ipynb #7dfefdc8
 import math
+from collections.abc import Mapping
+
 import numpy as np
 from .tensor import Tensor
 from . import kernels
 from .autograd import RowSparseGrad
-from .validation import flag, is_number, number_at_least
+from .validation import flag, is_int, is_number, number_at_least
 
 # %% ../../modules/06_optimizers/optimizers_dev.ipynb #ddf5aa25
 def _unique_parameters(params):
@@ -88,14 +90,56 @@ def _add_to(data, update, alpha):
         data += alpha * update
 
 
+def _copy_state(value):
+    "A copy of one state entry: an int step count, an array, or a RowSparseGrad (new arrays either way)."
+    if isinstance(value, RowSparseGrad):
+        return RowSparseGrad(value.indices.copy(), np.array(value.values), value.shape)
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    return value
+
+
+def _keys_of(value):
+    "For messages: the sorted keys of a mapping, or what `value` is instead."
+    return f"the keys {sorted(map(str, value))}" if isinstance(value, Mapping) else f"a {type(value).__name__}"
+
+
+def _check_setting(name, value):
+    "A saved hyperparameter, checked as the constructor checks it (`betas` a pair, the rest numbers >= 0)."
+    if name == "betas":
+        return _check_betas(value)
+    return number_at_least(name, value)
+
+
+def _loaded_state(where, value, p):
+    "One saved state entry for parameter `p`, checked and copied: a step count, or a buffer of p's shape and dtype."
+    if where.endswith("['step']"):
+        step = np.asarray(getattr(value, "data", value) if isinstance(value, Tensor) else value)
+        if step.shape != () or step.dtype.kind not in "iuf" or not step >= 0 or step != np.floor(step):
+            raise ValueError(f"{where} must be a whole number >= 0 (a step count); got {value!r}")
+        return int(step)
+    if isinstance(value, RowSparseGrad):
+        if value.shape != p.shape:
+            raise ValueError(f"{where} is a RowSparseGrad of shape {value.shape}; the parameter has shape {p.shape}")
+        return RowSparseGrad(value.indices.copy(), np.array(value.values, dtype=p.dtype), p.shape)
+    array = np.asarray(value.data if isinstance(value, Tensor) else value)
+    if array.dtype.kind not in "iuf":
+        raise TypeError(f"{where} must hold numbers; got dtype {array.dtype}")
+    if array.shape != p.shape:
+        raise ValueError(f"{where} has shape {array.shape}; the parameter has shape {p.shape}")
+    return np.array(array, dtype=p.dtype)                            # a copy, in the parameter's dtype
+
+
 class Optimizer:
     """Base class: holds the parameters (each once) and their state; `step()` checks every grad, then updates.
 
     `params[i]`'s buffers live in the dict `state[i]`; `lr` may be changed between steps.
+    `state_dict()` / `load_state_dict()` save and restore both (section 9).
     """
 
-    _shown = ("lr",)
-    _options = ()                                # flags shown by repr only when on (nesterov, amsgrad)
+    _shown = ("lr",)                             # the hyperparameters: shown by repr, saved by state_dict
+    _options = ()                                # flags (nesterov, amsgrad): saved by state_dict, shown when on
+    _state_keys = ()                             # what a non-empty `state[i]` holds (checked when loading)
 
     def __init__(self, params, lr):
         self.params = _unique_parameters(params)
@@ -141,6 +185,73 @@ class Optimizer:
     def _update(self, p, grad, state):
         raise NotImplementedError(f"{type(self).__name__} must define _update(p, grad, state)")
 
+    def _check_settings(self, settings):
+        "Raise if the hyperparameters `settings` (name -> checked value) do not go together (SGD: nesterov needs momentum)."
+
+    def _state_keys_for(self, settings):
+        "The keys of a non-empty `state[i]` under `settings` (AMSGrad adds one)."
+        return self._state_keys
+
+    def state_dict(self):
+        """A copy of the optimiser's state in PyTorch's layout: `{"state": {i: {...}}, "param_groups": [{...}]}`.
+
+        `state[i]` holds params[i]'s buffers (copied arrays; SGD's momentum on sparse gradients is a
+        RowSparseGrad) and its `step` count (an int), only for parameters that have state yet. `param_groups`
+        is one group (tinytorch optimisers have one): the hyperparameters (`lr`, `betas`, ...) and `params`,
+        the indices 0..n-1 of the parameters in order.
+        """
+        state = {i: {name: _copy_state(value) for name, value in entry.items()}
+                 for i, entry in enumerate(self.state) if entry}
+        group = {name: getattr(self, name) for name in self._shown + self._options}
+        group["params"] = list(range(len(self.params)))
+        return {"state": state, "param_groups": [group]}
+
+    def load_state_dict(self, state_dict):
+        """Restore what `state_dict()` returned (this optimiser's kind, the same parameters in the same order).
+
+        Hyperparameters come back too (as in PyTorch: a loaded `lr` replaces the current one). Arrays are
+        copied and cast to each parameter's dtype. Everything is checked before anything is set: a wrong
+        layout, parameter count, key, shape or value raises (naming it) and leaves the optimiser unchanged.
+        """
+        if not isinstance(state_dict, Mapping) or set(state_dict) != {"state", "param_groups"}:
+            raise ValueError(f"state_dict must be a mapping with the keys 'state' and 'param_groups', as "
+                             f"optimizer.state_dict() returns; got {_keys_of(state_dict)}")
+        groups = state_dict["param_groups"]
+        if not isinstance(groups, (list, tuple)) or len(groups) != 1 or not isinstance(groups[0], Mapping):
+            raise ValueError(f"state_dict['param_groups'] must be a list of one group (a mapping): tinytorch "
+                             f"optimisers have one; got {groups!r:.200}")
+        group = groups[0]
+        expected = set(self._shown) | set(self._options) | {"params"}
+        if set(group) != expected:
+            raise ValueError(f"state_dict['param_groups'][0] has keys {sorted(group)}; {type(self).__name__} "
+                             f"saves {sorted(expected)} (was it saved by another kind of optimiser?)")
+        settings = {name: _check_setting(name, group[name]) for name in self._shown}
+        settings.update((name, flag(name, group[name])) for name in self._options)
+        self._check_settings(settings)
+        state_keys = self._state_keys_for(settings)
+        ids = list(group["params"])
+        if len(ids) != len(self.params):
+            raise ValueError(f"state_dict is for {len(ids)} parameters; this optimizer has {len(self.params)}")
+        if not all(map(is_int, ids)) or len(set(ids)) != len(ids):
+            raise ValueError(f"state_dict['param_groups'][0]['params'] must be distinct ints; got {ids!r:.200}")
+        position = {int(key): i for i, key in enumerate(ids)}
+        saved = state_dict["state"]
+        if not isinstance(saved, Mapping):
+            raise ValueError(f"state_dict['state'] must be a mapping index -> buffers; got {type(saved).__name__}")
+        state = [{} for _ in self.params]
+        for key, entry in saved.items():
+            if not is_int(key) or int(key) not in position:
+                raise ValueError(f"state_dict['state'] has the key {key!r}, which is not one of the params {ids!r:.200}")
+            i = position[int(key)]
+            if not isinstance(entry, Mapping) or set(entry) != set(state_keys):
+                raise ValueError(f"state_dict['state'][{key!r}] holds {_keys_of(entry)}; {type(self).__name__} keeps "
+                                 f"{sorted(state_keys)} (was it saved by another kind of optimiser?)")
+            state[i] = {name: _loaded_state(f"state_dict['state'][{key!r}][{name!r}]", value, self.params[i])
+                        for name, value in entry.items()}
+        for name, value in settings.items():
+            setattr(self, name, value)
+        self.state = state
+
     def __repr__(self):
         settings = ", ".join([f"{name}={getattr(self, name)!r}" for name in self._shown] +
                              [f"{name}=True" for name in self._options if getattr(self, name)])
@@ -154,14 +265,18 @@ class SGD(Optimizer):
 
     _shown = ("lr", "momentum", "weight_decay")
     _options = ("nesterov",)
+    _state_keys = ("momentum_buffer",)
 
     def __init__(self, params, lr, momentum=0.0, *, weight_decay=0.0, nesterov=False):
         super().__init__(params, lr)
         self.momentum = number_at_least("momentum", momentum)
         self.weight_decay = number_at_least("weight_decay", weight_decay)
         self.nesterov = flag("nesterov", nesterov)
-        if self.nesterov and not self.momentum:
-            raise ValueError("nesterov=True needs a momentum > 0 (as in PyTorch); got momentum=0")
+        self._check_settings({"momentum": self.momentum, "nesterov": self.nesterov})
+
+    def _check_settings(self, settings):
+        if settings["nesterov"] and not settings["momentum"]:
+            raise ValueError(f"nesterov=True needs a momentum > 0 (as in PyTorch); got momentum={settings['momentum']}")
 
     def _grad_kind_error(self, sparse):
         return None                                  # dense and row-sparse gradients both work
@@ -210,6 +325,7 @@ class Adam(Optimizer):
 
     _shown = ("lr", "betas", "eps", "weight_decay")
     _options = ("amsgrad",)
+    _state_keys = ("step", "exp_avg", "exp_avg_sq")
     _decoupled = False                               # AdamW: decay the weights, not the gradient
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False):
@@ -218,6 +334,9 @@ class Adam(Optimizer):
         self.eps = number_at_least("eps", eps)
         self.weight_decay = number_at_least("weight_decay", weight_decay)
         self.amsgrad = flag("amsgrad", amsgrad)
+
+    def _state_keys_for(self, settings):
+        return self._state_keys + (("max_exp_avg_sq",) if settings["amsgrad"] else ())
 
     def _grad_kind_error(self, sparse):
         if sparse:
@@ -294,6 +413,7 @@ class Adagrad(Optimizer):
     "Adagrad (PyTorch's formulas). Row-sparse gradients update only their rows of the sum and the weights."
 
     _shown = ("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps")
+    _state_keys = ("step", "sum")
 
     def __init__(self, params, lr=1e-2, *, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0,
                  eps=1e-10):
@@ -331,6 +451,7 @@ class SparseAdam(Optimizer):
     "Lazy Adam for row-sparse gradients (PyTorch's SparseAdam): only the rows present update m, v and p."
 
     _shown = ("lr", "betas", "eps")
+    _state_keys = ("step", "exp_avg", "exp_avg_sq")
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8):
         super().__init__(params, lr)

@@ -76,13 +76,14 @@ def number_above(name, value, bound, rule):
     return value
 
 
-def number_at_least(name, value, bound=0):
-    "`value` as a finite float >= `bound` (NaN refused: `not nan >= 0`; inf too); else TypeError or ValueError naming the bound."
+def number_at_least(name, value, bound=0, finite=True):
+    """`value` as a float >= `bound` (NaN refused: `not nan >= 0`), finite unless `finite=False` (e.g. a
+    `max_norm` of inf, PyTorch's "measure, never clip"); else TypeError or ValueError naming the bound."""
     if not is_number(value):
         raise TypeError(f"{name} must be a number; got {value!r}")
     if not value >= bound:
         raise ValueError(f"{name} must be >= {bound}; got {name}={value}")
-    if value == np.inf:
+    if finite and value == np.inf:
         raise ValueError(f"{name} must be a finite number >= {bound}; got {name}={value}")
     return float(value)
 

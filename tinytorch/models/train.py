@@ -16,6 +16,7 @@ from ..core.autograd import no_grad
 from ..core.layers import no_dropout
 from ..core.optimizers import AdamW
 from ..core.validation import new_rng, positive_int, positive_number
+from ..data import get_batch
 from .transformer import TransformerLM
 
 # %% ../../modules/13_transformers/train_dev.ipynb #8e4c5a1a
@@ -38,10 +39,11 @@ def unigram_loss(train_ids, eval_ids, vocab_size):
 
 
 def random_windows(ids, batch_size, seq_len, rng):
-    "A training batch: `batch_size` windows of `seq_len + 1` tokens from ids (N,) -> inputs, targets (B, seq_len)."
-    starts = rng.integers(0, len(ids) - seq_len - 1, size=batch_size)
-    windows = ids[starts[:, None] + np.arange(seq_len + 1)]
-    return windows[:, :-1], windows[:, 1:]
+    """A training batch: `batch_size` windows of `seq_len + 1` tokens from ids (N,) -> inputs, targets (B, seq_len).
+
+    Module 08's `get_batch` under this module's names: every start 0 .. N - seq_len - 1 can be drawn (the last
+    window included, which the first version of this function never chose)."""
+    return get_batch(ids, batch_size, seq_len, rng)
 
 
 def evaluation_loss(model, ids, seq_len, max_windows=32):
@@ -67,8 +69,8 @@ def train_language_model(model, train_ids, eval_ids, steps, batch_size=16, seq_l
         ("steps", steps), ("batch_size", batch_size), ("seq_len", seq_len), ("eval_every", eval_every)))
     lr = positive_number("lr", lr)
     for name, ids in (("train_ids", train_ids), ("eval_ids", eval_ids)):
-        if np.ndim(ids) != 1 or len(ids) < seq_len + 2:
-            raise ValueError(f"{name} must be a 1-D array of at least seq_len + 2 = {seq_len + 2} token ids; "
+        if np.ndim(ids) != 1 or len(ids) < seq_len + 1:
+            raise ValueError(f"{name} must be a 1-D array of at least seq_len + 1 = {seq_len + 1} token ids; "
                              f"got shape {np.shape(ids)}")
     rng = new_rng(seed)
     optimizer = AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1)

@@ -1,0 +1,1 @@
+"""Module 02: activations as layers (tinytorch.core.activations)."""

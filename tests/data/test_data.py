@@ -1,0 +1,189 @@
+"""Module 08, data: token files written in bounded memory, memory-mapped, and batches with CS336's semantics.
+
+`get_batch(dataset, batch_size, context_length, rng)`: x = tokens[i:i+m], y = tokens[i+1:i+m+1], i uniform in
+0 .. N - m - 1 inclusive, seeded, reading only the windows of a memory-mapped file.
+"""
+import itertools
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from tinytorch.data import get_batch, open_tokens, sequential_batches, write_tokens
+
+
+class CountingTokens:
+    "A 1-D token array that counts the elements read through it (a stand-in for a file far larger than memory)."
+
+    def __init__(self, array):
+        self.array, self.read, self.reads = array, 0, 0
+        self.ndim, self.dtype = array.ndim, array.dtype
+
+    def __len__(self):
+        return len(self.array)
+
+    def __getitem__(self, index):
+        values = self.array[index]
+        self.read += np.size(values)
+        self.reads += 1
+        return values
+
+    def __array__(self, *args, **kwargs):
+        raise AssertionError("the whole dataset was converted to an array")
+
+
+def test_cs336_get_batch_semantics():
+    """CS336's test: dataset 0..99, context 7, batch 32; starts in [0, 92], all reachable, roughly uniform."""
+    dataset = np.arange(0, 100)
+    rng = np.random.default_rng(0)
+    starts = []
+    for _ in range(1000):
+        x, y = get_batch(dataset, batch_size=32, context_length=7, rng=rng)
+        assert x.shape == y.shape == (32, 7)
+        np.testing.assert_array_equal(x + 1, y)
+        starts.extend(x[:, 0].tolist())
+    counts = np.bincount(starts, minlength=100)
+    assert counts[:93].min() > 0 and counts[93:].sum() == 0, "every start 0..92 and nothing beyond"
+    expected = 32 * 1000 / 93
+    standard_deviation = np.sqrt(32 * 1000 * (1 / 93) * (1 - 1 / 93))
+    assert np.all(np.abs(counts[:93] - expected) < 5 * standard_deviation)
+
+
+@pytest.mark.parametrize("length, context_length", [(2, 1), (8, 7), (10, 3), (1000, 64)])
+def test_every_window_is_reachable_including_the_last(length, context_length):
+    dataset = np.arange(length, dtype=np.uint16)
+    rng = np.random.default_rng(1)
+    seen = set()
+    for _ in range(400):
+        seen.update(get_batch(dataset, 64, context_length, rng)[0][:, 0].tolist())
+    assert seen == set(range(length - context_length))
+
+
+def test_get_batch_is_seeded_and_a_generator_advances():
+    dataset = np.arange(500)
+    assert np.array_equal(get_batch(dataset, 4, 8, 3)[0], get_batch(dataset, 4, 8, 3)[0])
+    assert np.array_equal(get_batch(dataset, 4, 8, np.random.default_rng(3))[0], get_batch(dataset, 4, 8, 3)[0])
+    rng = np.random.default_rng(3)
+    assert not np.array_equal(get_batch(dataset, 4, 8, rng)[0], get_batch(dataset, 4, 8, rng)[0])
+    per_iteration = [get_batch(dataset, 4, 8, np.random.default_rng([0, it]))[0] for it in (5, 5, 6)]
+    assert np.array_equal(per_iteration[0], per_iteration[1]) and not np.array_equal(per_iteration[0], per_iteration[2])
+
+
+def test_get_batch_reads_only_the_windows():
+    tokens = CountingTokens(np.arange(1_000_000, dtype=np.uint16) % 50_000)
+    x, y = get_batch(tokens, 8, 32, 0)
+    assert tokens.read == 8 * 33 and tokens.reads == 1
+    assert x.dtype == np.int64 and np.array_equal(y[:, :-1], x[:, 1:])
+
+
+def test_get_batch_on_a_memmap_file(tmp_path):
+    ids = np.random.default_rng(0).integers(0, 50_257, 200_000)
+    write_tokens(iter(ids.tolist()), tmp_path / "t.bin")
+    mapped = open_tokens(tmp_path / "t.bin")
+    assert isinstance(mapped, np.memmap) and mapped.dtype == np.uint16 and len(mapped) == 200_000
+    x, y = get_batch(mapped, 16, 128, 9)
+    expected_x, expected_y = get_batch(ids, 16, 128, 9)
+    assert np.array_equal(x, expected_x) and np.array_equal(y, expected_y)
+    assert type(x) is np.ndarray and x.dtype == np.int64
+
+
+def test_get_batch_matches_the_torch_reference_layout(torch):
+    """What CS336's reference gives for the same starts: torch.stack of the slices."""
+    dataset = np.arange(50, 150)
+    rng = np.random.default_rng(4)
+    x, y = get_batch(dataset, 5, 9, np.random.default_rng(4))
+    starts = rng.integers(0, len(dataset) - 9, size=5)
+    reference_x = torch.stack([torch.from_numpy(dataset[i:i + 9].astype(np.int64)) for i in starts])
+    reference_y = torch.stack([torch.from_numpy(dataset[i + 1:i + 10].astype(np.int64)) for i in starts])
+    assert np.array_equal(x, reference_x.numpy()) and np.array_equal(y, reference_y.numpy())
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda: get_batch(np.arange(10).reshape(2, 5), 1, 2, 0), ValueError, "dataset must be 1-D"),
+    (lambda: get_batch(np.linspace(0, 1, 10), 1, 2, 0), TypeError, "dataset must hold integer token ids; got dtype float64"),
+    (lambda: get_batch("hello", 1, 2, 0), TypeError, "dataset must be a 1-D array of token ids"),
+    (lambda: get_batch(np.arange(10), 0, 2, 0), ValueError, "batch_size must be a positive int"),
+    (lambda: get_batch(np.arange(10), 2.0, 2, 0), TypeError, "batch_size must be a positive int"),
+    (lambda: get_batch(np.arange(10), 1, True, 0), TypeError, "context_length must be a positive int"),
+    (lambda: get_batch(np.arange(10), 1, 10, 0), ValueError, "dataset has 10 tokens; a window of context_length + 1 = 11"),
+    (lambda: get_batch(np.arange(10), 1, 2, -1), ValueError, "seed must be a non-negative int"),
+    (lambda: get_batch(np.arange(10), 1, 2, "seed"), TypeError, "seed must be a non-negative int"),
+])
+def test_get_batch_bad_arguments_are_named(call, error, words):
+    with pytest.raises(error) as caught:
+        call()
+    assert words in str(caught.value)
+
+
+def test_write_tokens_streams_in_bounded_memory(tmp_path):
+    peaks = {}
+    for count in (200_000, 2_000_000):
+        tracemalloc.start()
+        written = write_tokens((i % 60_000 for i in range(count)), tmp_path / f"{count}.bin", chunk_size=32_768)
+        peaks[count] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert written == count and (tmp_path / f"{count}.bin").stat().st_size == 2 * count
+    assert peaks[2_000_000] < 1.5 * peaks[200_000] + 100_000, f"memory grows with the stream: {peaks}"
+    assert peaks[2_000_000] < 2_000_000, peaks
+    tokens = open_tokens(tmp_path / "2000000.bin")
+    assert tokens[59_999] == 59_999 and tokens[60_000] == 0 and tokens[-1] == (2_000_000 - 1) % 60_000
+
+
+def test_write_tokens_accepts_ints_and_sequences_and_other_dtypes(tmp_path):
+    assert write_tokens([[1, 2], np.array([3], np.int32), (4, 5), []], tmp_path / "a.bin") == 5
+    assert open_tokens(tmp_path / "a.bin").tolist() == [1, 2, 3, 4, 5]
+    assert write_tokens(np.array([7, 8, 9]), tmp_path / "b.bin", dtype=np.int32) == 3
+    assert open_tokens(tmp_path / "b.bin", np.int32).tolist() == [7, 8, 9]
+    assert write_tokens(iter([100_000, 1]), tmp_path / "c.bin", dtype=np.uint32) == 2
+    assert open_tokens(tmp_path / "c.bin", "uint32").tolist() == [100_000, 1]
+    assert write_tokens([], tmp_path / "empty.bin") == 0 and len(open_tokens(tmp_path / "empty.bin")) == 0
+
+
+def test_write_tokens_refuses_what_does_not_fit_and_keeps_the_old_file(tmp_path):
+    path = tmp_path / "t.bin"
+    write_tokens(range(4), path)
+    before = path.read_bytes()
+    with pytest.raises(ValueError, match="token id 65536 at position 70000 does not fit in uint16 \\(0 to 65,535\\)"):
+        write_tokens(itertools.chain((i % 1000 for i in range(70_000)), [65_536]), path, chunk_size=1000)
+    with pytest.raises(ValueError, match="token id -3 at position 1"):
+        write_tokens([1, -3], path)
+    with pytest.raises(TypeError, match="ids must be integer token ids"):
+        write_tokens([1.5, 2.0], path)
+    with pytest.raises(TypeError, match="tokenize it first"):
+        write_tokens("some text", path)
+    with pytest.raises(TypeError, match="dtype must be one of"):
+        write_tokens([1], path, dtype=np.float32)
+    with pytest.raises(ValueError, match="chunk_size must be a positive int"):
+        write_tokens([1], path, chunk_size=0)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        write_tokens([1], tmp_path / "missing" / "t.bin")
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.bin"], "no temporary file left behind"
+
+
+def test_open_tokens_refuses_a_size_that_does_not_fit_the_dtype(tmp_path):
+    (tmp_path / "odd.bin").write_bytes(b"\x01\x00\x02")
+    with pytest.raises(ValueError, match="3 bytes, not a whole number of uint16 tokens"):
+        open_tokens(tmp_path / "odd.bin")
+    with pytest.raises(FileNotFoundError):
+        open_tokens(tmp_path / "missing.bin")
+
+
+def test_sequential_batches_cover_the_stream_in_order():
+    dataset = np.arange(1000)
+    batches = sequential_batches(dataset, 4, 10)
+    inputs = np.concatenate([x for x, _ in batches])
+    targets = np.concatenate([y for _, y in batches])
+    assert inputs[:, 0].tolist() == list(range(0, 990, 10))
+    assert np.array_equal(targets, inputs + 1) and targets[-1, -1] == 990
+    assert len(sequential_batches(dataset, 4, 10, max_batches=3)) == 3
+    with pytest.raises(ValueError, match="max_batches must be a positive int"):
+        sequential_batches(dataset, 4, 10, max_batches=0)
+    with pytest.raises(ValueError, match="dataset has 5 tokens"):
+        sequential_batches(np.arange(5), 1, 5)
+
+
+def test_sequential_batches_read_only_their_windows():
+    tokens = CountingTokens(np.arange(100_000, dtype=np.uint16))
+    sequential_batches(tokens, 8, 16, max_batches=2)
+    assert tokens.read == 2 * 8 * 17

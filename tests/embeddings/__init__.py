@@ -1,0 +1,1 @@
+"""Module 11: Embedding, positions, EmbeddingLayer, options, EmbeddingBag, sparse gradients, quantization, the skip-gram demo (tinytorch.text.*)."""

@@ -1,0 +1,1 @@
+"""Module 03: Module, Parameter, Linear, Dropout, Sequential, state_dict, buffers and checkpoints (tinytorch.core.layers, .checkpoint)."""

@@ -1,0 +1,1 @@
+"""Module 04: cross_entropy and mse_loss (tinytorch.core.losses)."""

@@ -1,0 +1,1 @@
+"""Module 06: SGD, Adam, AdamW, Adagrad, SparseAdam (tinytorch.core.optimizers)."""

@@ -1,0 +1,1 @@
+"""Module 14: the profiler (tinytorch.profiler)."""

@@ -1,0 +1,1 @@
+"""Tests of the tito command line: module map, learner lifecycle, summary, release, round trips."""

@@ -1,0 +1,251 @@
+"""The learner's summary after `tito test --module` / `tito module complete` (tito.summary, tito.pytest_plugin).
+
+* attribution: a failure raised inside an exercise function is that function's; a failed assert
+  in a test goes to the exercise that ran in failing tests and least in passing ones;
+* the plugin, on a small package in tmp_path: the raising function, the failing statement, both
+  sides of a failed comparison and the rows that differ;
+* the issue's acceptance case, on the real module 11 in a temporary copy of the repository: a
+  learner whose only mistake is `dense[ids] += grad` in `EmbeddingBackward.backward` gets a short
+  output whose summary names that function first and shows expected and actual rows.
+"""
+import ast
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tito.release import cell_source, read_notebook, write_notebook
+from tito.repo import Module, discover_modules, learner_notebook
+from tito.summary import Exercise, attribute, render
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def exercise(name, order):
+    module = Module(11, "embeddings", Path("modules/11_embeddings"))
+    return Exercise(name, module, Path("modules/11_embeddings/embeddings_dev.ipynb"), Path("x.py"), order)
+
+
+CHOSEN = [exercise("EmbeddingBackward.forward", 0), exercise("EmbeddingBackward.backward", 1),
+          exercise("EmbeddingBagBackward.backward", 2)]
+
+
+def failure(nodeid, raised_in=None, **extra):
+    return {"nodeid": nodeid, "when": "call", "exception": "AssertionError", "message": ["AssertionError: assert False"],
+            "raised_in": raised_in, "check": "assert ok", "line": 3, "values": None, **extra}
+
+
+# ---------------------------------------------------------------- attribution
+
+
+def test_a_wrong_value_is_blamed_on_the_exercise_that_ran_mostly_in_failing_tests():
+    tests = {
+        "t.py::test_lookup": {"outcome": "passed", "executed": ["EmbeddingBackward.forward"]},
+        "t.py::test_unique_ids": {"outcome": "passed",
+                                  "executed": ["EmbeddingBackward.forward", "EmbeddingBackward.backward"]},
+        "t.py::test_repeated_ids": {"outcome": "failed",
+                                    "executed": ["EmbeddingBackward.forward", "EmbeddingBackward.backward"]},
+        "t.py::test_bag_vs_embedding": {"outcome": "failed", "executed": [
+            "EmbeddingBackward.forward", "EmbeddingBackward.backward", "EmbeddingBagBackward.backward"]},
+        "t.py::test_bag_alone": {"outcome": "passed", "executed": ["EmbeddingBagBackward.backward"]},
+    }
+    failures = [failure("t.py::test_repeated_ids"), failure("t.py::test_bag_vs_embedding")]
+    groups = attribute(failures, tests, CHOSEN)
+    assert list(groups) == ["EmbeddingBackward.backward"]
+    assert "ran in 2 failing and 1 passing tests" in groups["EmbeddingBackward.backward"][0]["how"]
+
+
+def test_raised_inside_wins_groups_follow_the_notebook_order_and_the_rest_is_unattributed():
+    tests = {"t.py::a": {"outcome": "failed", "executed": ["EmbeddingBagBackward.backward"]},
+             "t.py::b": {"outcome": "failed", "executed": ["EmbeddingBackward.forward"]},
+             "t.py::c": {"outcome": "failed", "executed": []}}
+    failures = [failure("t.py::a", raised_in="EmbeddingBagBackward.backward"),
+                failure("t.py::b", raised_in="EmbeddingBackward.forward"), failure("t.py::c")]
+    groups = attribute(failures, tests, CHOSEN)
+    assert list(groups) == ["EmbeddingBackward.forward", "EmbeddingBagBackward.backward", None]
+    assert groups["EmbeddingBackward.forward"][0]["how"] == "raised inside it"
+
+
+def test_reference_code_outside_the_candidates_is_never_blamed():
+    tests = {"t.py::a": {"outcome": "failed", "executed": ["segment_sum"]}}
+    assert list(attribute([failure("t.py::a", raised_in="segment_sum")], tests, CHOSEN)) == [None]
+
+
+def test_render_names_the_function_the_check_the_values_and_how_to_see_more():
+    values = {"actual": {"expr": "emb.weight.grad", "value": "[[0. 0.] [1. 1.]]"},
+              "expected": {"expr": "expected", "value": "[[0. 0.] [2. 2.]]"},
+              "rows": [{"index": 1, "actual": "[1. 1.]", "expected": "[2. 2.]"}], "rows_summary": "1 of 2 rows differ"}
+    tests = {"tests/test_e.py::test_repeated[True]": {"outcome": "failed", "executed": ["EmbeddingBackward.backward"]}}
+    lines = render(CHOSEN[0].module, "tito", [failure("tests/test_e.py::test_repeated[True]", values=values)],
+                   tests, CHOSEN)
+    text = "\n".join(lines)
+    assert "1. EmbeddingBackward.backward" in text
+    assert "expected expected" in text and "[1] expected [2. 2.]" in text and "[1] actual   [1. 1.]" in text
+    assert "tito test --module 11 -- -x -k test_repeated\n" in text + "\n"
+    assert render(CHOSEN[0].module, "tito", [], tests, CHOSEN) == []
+
+
+# ---------------------------------------------------------------- the plugin, on a tiny package
+
+PACKAGE = '''
+import numpy as np
+
+class Scatter:
+    @staticmethod
+    def add(ids, values, size):
+        out = np.zeros((size, values.shape[1]))
+        out[ids] += values                     # the bug: repeated ids keep one row
+        return out
+
+def must_be_positive(x):
+    if x <= 0:
+        raise ValueError(f"x must be positive, got {x}")
+    return x
+'''
+
+TESTS = '''
+import numpy as np
+from mypkg.core import Scatter, must_be_positive
+
+def test_scatter_unique_ids():
+    assert np.allclose(Scatter.add(np.array([0, 1]), np.ones((2, 2)), 3), [[1, 1], [1, 1], [0, 0]])
+
+def test_scatter_repeated_ids():
+    got = Scatter.add(np.array([0, 0, 2]), np.ones((3, 2)), 3)
+    expected = np.array([[2.0, 2.0], [0.0, 0.0], [1.0, 1.0]])
+    assert np.allclose(got, expected)
+
+def test_positive():
+    assert must_be_positive(-1) == 1
+'''
+
+
+def test_the_plugin_reports_where_it_failed_what_ran_and_both_values(tmp_path):
+    (tmp_path / "mypkg").mkdir()
+    (tmp_path / "mypkg" / "__init__.py").write_text("")
+    (tmp_path / "mypkg" / "core.py").write_text(PACKAGE)
+    (tmp_path / "test_mypkg.py").write_text(TESTS)
+    listing = tmp_path / "exercises.json"
+    listing.write_text(json.dumps([{"name": name, "file": str(tmp_path / "mypkg" / "core.py")}
+                                   for name in ("Scatter.add", "must_be_positive")]))
+    report = tmp_path / "report.json"
+    env = {**os.environ, "TITO_PYTEST_REPORT": str(report), "TITO_EXERCISES": str(listing),
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    process = subprocess.run([sys.executable, "-m", "pytest", "-p", "tito.pytest_plugin", "-q", "--tb=no", "-rN",
+                              "-p", "no:cacheprovider", "test_mypkg.py"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert process.returncode == 1, process.stdout + process.stderr
+    data = json.loads(report.read_text())
+    assert data["counts"]["failed"] == 2 and data["counts"]["passed"] == 1
+    assert data["tests"]["test_mypkg.py::test_scatter_unique_ids"] == {"executed": ["Scatter.add"], "outcome": "passed"}
+    assert data["tests"]["test_mypkg.py::test_scatter_repeated_ids"]["outcome"] == "failed"
+
+    by_test = {entry["nodeid"].split("::")[1]: entry for entry in data["failures"]}
+    repeated = by_test["test_scatter_repeated_ids"]
+    assert repeated["raised_in"] is None and repeated["check"] == "assert np.allclose(got, expected)"
+    values = repeated["values"]
+    assert values["actual"]["expr"] == "got" and values["expected"]["expr"] == "expected"
+    assert values["rows_summary"] == "1 of 3 rows differ"
+    assert values["rows"] == [{"index": 0, "actual": "[1. 1.]", "expected": "[2. 2.]"}]
+
+    positive = by_test["test_positive"]
+    assert positive["raised_in"] == "must_be_positive" and positive["exception"] == "ValueError"
+    assert positive["message"] == ["ValueError: x must be positive, got -1"]
+
+
+def test_the_plugin_does_nothing_without_tito(tmp_path):
+    (tmp_path / "test_one.py").write_text("def test_one():\n    assert 1 == 2\n")
+    env = {key: value for key, value in os.environ.items() if not key.startswith("TITO_")}
+    env["PYTHONPATH"] = str(ROOT)
+    process = subprocess.run([sys.executable, "-m", "pytest", "-p", "tito.pytest_plugin", "-p", "no:cacheprovider",
+                              "test_one.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert process.returncode == 1 and "assert 1 == 2" in process.stdout    # pytest's own report, untouched
+    assert not list(tmp_path.glob("*.json"))
+
+
+# ---------------------------------------------------------------- acceptance: module 11
+
+# The learner's EmbeddingBackward.backward: right for sparse gradients, but the dense gradient is
+# `dense[ids] += grad`, which keeps one gradient per repeated id instead of their sum. Written as a
+# wrapper around the notebook's own solution so that it follows any change of the notebook's ctx layout.
+LEARNERS_BACKWARD = '''
+    @staticmethod
+    def backward(ctx, grad):
+        (correct,) = EmbeddingBackward._solution_backward(ctx, grad)
+        if not isinstance(correct, np.ndarray):
+            return (correct,)
+        saved = list(ctx.saved)
+        while not any(isinstance(x, np.ndarray) and x.dtype.kind in "iu" for x in saved):
+            saved = [y for x in saved for y in (x if isinstance(x, (tuple, list)) else [x])]
+        ids = next(x for x in saved if isinstance(x, np.ndarray) and x.dtype.kind in "iu").reshape(-1)
+        dense = np.zeros_like(correct)
+        dense[ids] += grad.reshape(len(ids), correct.shape[-1]).astype(dense.dtype)
+        dense[~correct.any(axis=-1)] = 0
+        return (dense,)
+'''
+
+
+def break_embedding_backward(path: Path) -> None:
+    notebook = read_notebook(path)
+    for cell in notebook["cells"]:
+        source = cell_source(cell)
+        if cell["cell_type"] != "code" or "class EmbeddingBackward" not in source:
+            continue
+        tree = ast.parse(source)
+        cls = next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "EmbeddingBackward")
+        method = next(node for node in cls.body if isinstance(node, ast.FunctionDef) and node.name == "backward")
+        lines = source.splitlines()
+        lines[method.lineno - 1] = lines[method.lineno - 1].replace("def backward(", "def _solution_backward(")
+        lines[method.end_lineno:method.end_lineno] = LEARNERS_BACKWARD.strip("\n").splitlines()
+        cell["source"] = "\n".join(lines) + "\n"
+        write_notebook(notebook, path)
+        return
+    raise AssertionError(f"no cell defines EmbeddingBackward in {path}")
+
+
+@pytest.fixture
+def copy(tmp_path):
+    from .test_roundtrip import copy_repository
+
+    return copy_repository(tmp_path / "repo")
+
+
+def test_a_wrong_embedding_backward_gets_a_short_summary_naming_it_first_with_expected_and_actual(copy):
+    from .test_roundtrip import paste_solutions_back, tito
+
+    assert tito(copy, "module", "start", "11").returncode == 0
+    module = next(m for m in discover_modules(copy) if m.label == "11_embeddings")
+    paste_solutions_back(copy, module)
+    break_embedding_backward(learner_notebook(copy, module, module.notebook))
+
+    result = tito(copy, "module", "complete", "11")
+    assert result.returncode == 1, result.text
+    assert "Traceback" not in result.text.split("Summary for", 1)[0], "no pytest tracebacks before the summary"
+    assert len(result.text.splitlines()) < 120, result.text
+    summary = result.text.split("What to fix", 1)[1].split("module 11_embeddings is not complete", 1)[0]
+    assert len(summary.splitlines()) < 60, summary
+    functions = [line.split(". ", 1)[1].split()[0] for line in summary.splitlines()
+                 if line.startswith("  ") and line.strip()[:2].rstrip(".").isdigit()]
+    assert functions and functions[0] == "EmbeddingBackward.backward", summary
+    first = summary.split("  2. ")[0]
+    assert "expected " in first and "actual " in first, first
+    assert "rows differ" in first or "entries differ" in first, first
+    assert "-- -x -k " in first
+
+
+def test_a_test_file_that_cannot_be_imported_is_reported_with_its_error(tmp_path):
+    (tmp_path / "test_broken.py").write_text("from mypkg_missing import thing\n\ndef test_a():\n    pass\n")
+    report = tmp_path / "report.json"
+    env = {**os.environ, "TITO_PYTEST_REPORT": str(report), "PYTHONPATH": str(ROOT)}
+    process = subprocess.run([sys.executable, "-m", "pytest", "-p", "tito.pytest_plugin", "--tb=no", "-rN",
+                              "-p", "no:cacheprovider", "test_broken.py"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert process.returncode == 2, process.stdout + process.stderr
+    (entry,) = json.loads(report.read_text())["failures"]
+    assert entry["when"] == "collect" and entry["message"] == ["ModuleNotFoundError: No module named 'mypkg_missing'"]
+    lines = render(CHOSEN[0].module, "tito", [entry], {}, CHOSEN)
+    assert "test_broken.py cannot be imported: ModuleNotFoundError: No module named 'mypkg_missing'" in "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Module 13: TransformerLM, generation, Hugging Face interop, training, the position option (tinytorch.models)."""
