@@ -731,3 +731,9 @@ def test_requires_grad_must_be_a_bool(value):
 def test_keepdims_must_be_a_bool(reduction):
     with pytest.raises(TypeError, match="keepdims must be True or False"):
         getattr(Tensor([[1.0, 2.0]]), reduction)(axis=1, keepdims="no")
+
+
+def test_the_mean_of_integers_is_float32():
+    x = Tensor([1, 2, 4])
+    assert x.mean().dtype == np.float32 and np.isclose(x.mean().item(), 7 / 3)
+    assert x.sum().dtype == np.int64 and x.max().dtype == np.int64                # these stay integers, as in torch

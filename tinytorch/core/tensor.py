@@ -195,7 +195,7 @@ class Tensor:
 
     def mean(self, axis=None, keepdims=False):
         "Mean over `axis` (int, tuple or list, None for all)."
-        return MeanBackward.apply(self, axis=_axes(axis), keepdims=flag("keepdims", keepdims))
+        return MeanBackward.apply(_floating(self), axis=_axes(axis), keepdims=flag("keepdims", keepdims))
 
     def max(self, axis=None, keepdims=False):
         "Maximum over `axis` (int, tuple or list, None for all); the gradient is shared equally between tied maxima."
