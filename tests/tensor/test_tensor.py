@@ -737,3 +737,10 @@ def test_the_mean_of_integers_is_float32():
     x = Tensor([1, 2, 4])
     assert x.mean().dtype == np.float32 and np.isclose(x.mean().item(), 7 / 3)
     assert x.sum().dtype == np.int64 and x.max().dtype == np.int64                # these stay integers, as in torch
+
+
+@pytest.mark.parametrize("shape", [(2, 0), (2, 1)])
+def test_softmax_names_a_bad_axis(shape):
+    for op in ("softmax", "log_softmax"):
+        with pytest.raises(IndexError, match="axis 3 is out of range"):
+            getattr(Tensor(np.ones(shape)), op)(axis=3)

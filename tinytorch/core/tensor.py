@@ -373,6 +373,7 @@ def _as_tensor(value, like):
 def _softmax(function, x, axis):
     "softmax or log_softmax of `x` along `axis`; an empty tensor gives an empty result (PyTorch: no keys, no NaN)."
     x = _floating(x)
+    _check_axis(axis, x.ndim)                  # an error naming the axis, not NumPy's
     if x.size == 0:                            # max over an empty axis has no value: nothing to normalise
         return x * 0
     return function.apply(x, axis=axis)
