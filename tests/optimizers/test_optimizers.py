@@ -6,10 +6,11 @@ import math
 import numpy as np
 import pytest
 
-from tinytorch.core.autograd import Function, RowSparseGrad, segment_sum
+from tinytorch.core.autograd import RowSparseGrad
 from tinytorch.core.layers import Linear, Parameter
 from tinytorch.core.optimizers import SGD, Adagrad, Adam, AdamW, Optimizer, SparseAdam
 from tinytorch.core.tensor import Tensor
+from tests.autograd.test_autograd import SparseGather   # table[ids] with a row-sparse backward
 
 pytestmark = pytest.mark.usefixtures("both_kernels")    # run with the plain and with the fast kernels (module 18)
 
@@ -254,20 +255,6 @@ def test_sparse_rows_must_be_coalesced_before_any_optimizer_sees_them(rng):
     for rows in ([3, 1], [1, 3, 3], [4], [-1]):
         with pytest.raises(ValueError, match=r"sorted, unique and in \[0, 4\)"):
             RowSparseGrad(np.array(rows), rng.normal(size=(len(rows), 2)), (4, 2))
-
-
-class SparseGather(Function):
-    "table[ids] handing the table a RowSparseGrad, as a sparse embedding does."
-    @staticmethod
-    def forward(ctx, table, ids):
-        ctx.save_for_backward(table.shape, ids)
-        return table[ids]
-
-    @staticmethod
-    def backward(ctx, grad):
-        shape, ids = ctx.saved
-        rows, sums = segment_sum(ids.reshape(-1), grad.reshape((-1,) + shape[1:]))
-        return RowSparseGrad(rows, sums, shape), None
 
 
 def test_end_to_end_sparse_gradient_from_backward_trains_like_dense(rng):
