@@ -86,7 +86,9 @@ class _Exercises:
         names = self.by_file.get(os.path.realpath(code.co_filename))
         if names:
             qualname = getattr(code, "co_qualname", None)
-            if qualname is None:
+            if qualname is not None:                     # a nested exercise: `Adam._update.<locals>.update_block`
+                qualname = qualname.replace(".<locals>", "")
+            else:
                 qualname = self._qualnames_by_line(os.path.realpath(code.co_filename)).get(code.co_firstlineno)
             name = qualname if qualname in names else None
         self._names[code] = name

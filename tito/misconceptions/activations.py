@@ -5,21 +5,21 @@ from tito.misconceptions import Mistake
 
 MISTAKES = [
     Mistake(
-        name="relu-numpy", exercise="ReLU.forward",
+        name="relu-numpy", says="no gradient", exercise="ReLU.forward",
         misconception="np.maximum(x, 0) is ReLU: but a NumPy result is outside the graph, so nothing before "
                       "the layer learns.",
         replacement="""
 return Tensor(np.maximum(x.data, 0))
 """),
     Mistake(
-        name="sigmoid-is-tanh", exercise="Sigmoid.forward",
+        name="sigmoid-is-tanh", says="tanh", exercise="Sigmoid.forward",
         misconception="Sigmoid and tanh are the same squashing function: but sigmoid maps to (0, 1), "
                       "tanh to (−1, 1).",
         replacement="""
 return x.tanh()
 """),
     Mistake(
-        name="tanh-numpy", exercise="Tanh.forward",
+        name="tanh-numpy", says="no gradient", exercise="Tanh.forward",
         misconception="np.tanh on the data is tanh: but it leaves the graph, so no gradient flows back.",
         replacement="""
 return Tensor(np.tanh(x.data))

@@ -74,7 +74,7 @@ for tensor in reversed(order):
         name="segment-sum-fancy-add", exercise="segment_sum",
         misconception="`sums[slots] += values` adds every row into its slot: but NumPy's fancy-index `+=` "
                       "writes a repeated slot once.",
-        says="repeated",
+        says="repeated ids",
         replacement="""
 unique_ids, slots = np.unique(ids, return_inverse=True)
 sums = np.zeros((len(unique_ids),) + values.shape[1:], dtype=values.dtype)
@@ -82,7 +82,7 @@ sums[slots] += values
 return unique_ids, sums
 """),
     Mistake(
-        name="to-dense-float64", exercise="RowSparseGrad.to_dense",
+        name="to-dense-float64", says="dtype", exercise="RowSparseGrad.to_dense",
         misconception="np.zeros gives the right array: but its default dtype is float64, and a float32 table "
                       "needs a float32 gradient.",
         replacement="""
