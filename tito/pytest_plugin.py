@@ -86,7 +86,9 @@ class _Exercises:
         names = self.by_file.get(os.path.realpath(code.co_filename))
         if names:
             qualname = getattr(code, "co_qualname", None)
-            if qualname is None:
+            if qualname is not None:                     # a nested exercise: `Adam._update.<locals>.update_block`
+                qualname = qualname.replace(".<locals>", "")
+            else:
                 qualname = self._qualnames_by_line(os.path.realpath(code.co_filename)).get(code.co_firstlineno)
             name = qualname if qualname in names else None
         self._names[code] = name
@@ -265,11 +267,29 @@ def _looks_expected(expression: str) -> bool:
     return any(word in expression.lower() for word in ("expect", "reference", "want", "ref_", "naive", "truth"))
 
 
-def _values(frame, filename: str, statement: ast.stmt) -> dict | None:
-    """Both sides of a failed `assert` comparison, evaluated again in the test's frame (read-only expressions only)."""
-    if not isinstance(statement, ast.Assert):
+# NumPy's assertion functions: (actual, desired) are their first two arguments.
+NUMPY_ASSERTS = {"assert_allclose", "assert_array_equal", "assert_equal", "assert_array_almost_equal",
+                 "assert_almost_equal", "assert_array_less"}
+
+
+def _numpy_assert_operands(statement: ast.stmt):
+    if not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)):
         return None
-    operands = _operands(statement.test)
+    call = statement.value
+    name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+    if name in NUMPY_ASSERTS and len(call.args) >= 2:
+        return call.args[0], call.args[1]
+    return None
+
+
+def _values(frame, filename: str, statement: ast.stmt) -> dict | None:
+    """Both sides of a failed comparison (an `assert a == b`, `assert np.allclose(a, b)`, or
+    `np.testing.assert_allclose(actual, desired)`), evaluated again in the test's frame (read-only
+    expressions only)."""
+    if isinstance(statement, ast.Assert):
+        operands = _operands(statement.test)
+    else:
+        operands = _numpy_assert_operands(statement)
     if operands is None:
         return None
     evaluated = []
@@ -296,13 +316,15 @@ def _describe_failure(item, call) -> dict:
     excinfo = call.excinfo
     entries = list(excinfo.traceback)
     # The innermost frame that is an exercise function: where the exception was raised in the learner's code.
-    raised_in = None
+    # Every exercise frame on the way, innermost first: the innermost may only have passed on a caller's bad
+    # argument (tito.summary weighs them by the other tests).
+    stack = []
     if _EXERCISES is not None:
         for entry in reversed(entries):
             name = _EXERCISES.name_of(entry.frame.code.raw)
-            if name is not None:
-                raised_in = name
-                break
+            if name is not None and name not in stack:
+                stack.append(name)
+    raised_in = stack[0] if stack else None
     test_file = os.path.realpath(str(item.fspath))
     in_test = [entry for entry in entries if os.path.realpath(str(entry.path)) == test_file]
     failure = {
@@ -311,6 +333,7 @@ def _describe_failure(item, call) -> dict:
         "exception": excinfo.typename,
         "message": _compact(excinfo.exconly(tryshort=True)),
         "raised_in": raised_in,
+        "raised_through": stack,
         "check": None,
         "line": None,
         "values": None,

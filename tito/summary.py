@@ -5,7 +5,8 @@ module can fail dozens of tests, and the learner has to work out which of
 their functions to look at. This summary answers that instead: per exercise
 function (the functions with solution markers, `tito.release`), in the order
 the notebooks teach them (a later one builds on an earlier one, so fix the
-first one first), the first failing check with its expected and actual values,
+first one first), the most telling failing check (one that names the misconception, else one that shows expected
+against actual values, else the first) with its values,
 and the command that shows more.
 
 A failure is attributed to an exercise function by evidence from the pytest
@@ -110,9 +111,22 @@ def attribute(failures: list[dict], tests: dict[str, dict], chosen: list[Exercis
 
     groups: dict[str | None, list[dict]] = {}
     for failure in failures:
-        name = failure.get("raised_in")
-        if name in order:
-            failure["how"] = "raised inside it"
+        through = [n for n in failure.get("raised_through") or [failure.get("raised_in")] if n in order]
+        name = through[0] if through else None
+        executed_here = set(tests.get(failure["nodeid"], {}).get("executed", []))
+        # A method may fail on state its class's constructor made (a transposed table): the constructor
+        # is a suspect too, when it ran in this test.
+        makers = [f"{n.rsplit('.', 1)[0]}.__init__" for n in through if "." in n]
+        suspects = through + [n for n in dict.fromkeys(makers) if n in order and n in executed_here and n not in through]
+        if len(suspects) > 1:
+            # Raised in the innermost exercise, called by others: the innermost may have been handed a
+            # caller's bad argument (a position past the table, a wrong shape), so the suspect that the
+            # other tests suspect most is blamed; ties go to the innermost.
+            name = max(suspects, key=lambda n: (round(suspicion(n), 9), -suspects.index(n)))
+        if name is not None:
+            failure["how"] = ("raised inside it" if name == through[0] else
+                              f"raised in {through[0]}, called by it" if name in through else
+                              f"raised in {through[0]}, on what it built")
         else:
             executed = [n for n in tests.get(failure["nodeid"], {}).get("executed", []) if n in order]
             name = None
@@ -135,7 +149,7 @@ def _test_name(nodeid: str) -> str:
 
 
 def _failure_lines(failure: dict, indent: str) -> list[str]:
-    lines = [f"{indent}first failing check: {failure['nodeid']}" + (f" (line {failure['line']})" if failure.get("line") else "")]
+    lines = [f"{indent}failing check: {failure['nodeid']}" + (f" (line {failure['line']})" if failure.get("line") else "")]
     if failure.get("check"):
         lines.append(f"{indent}  {failure['check']}")
     values = failure.get("values")
@@ -161,6 +175,17 @@ def _failure_lines(failure: dict, indent: str) -> list[str]:
     return lines
 
 
+def _most_telling(group: list[dict]) -> dict:
+    """The failure to show for an exercise: the first check that names a misconception (it raised
+    `Misconception`, see tests/diagnosis.py), else the first that shows expected against actual values,
+    else the first to fail."""
+    for wanted in (lambda f: f.get("exception") == "Misconception", lambda f: f.get("values")):
+        for failure in group:
+            if wanted(failure):
+                return failure
+    return group[0]
+
+
 def render(module: Module, tito_command: str, failures: list[dict], tests: dict[str, dict],
            chosen: list[Exercise]) -> list[str]:
     """The summary's lines (empty when nothing failed)."""
@@ -177,7 +202,7 @@ def render(module: Module, tito_command: str, failures: list[dict], tests: dict[
         exercise = where[name]
         lines.append(f"  {position}. {name}  ({exercise.notebook.name}; {len(group)} failing "
                      f"test{'s' if len(group) != 1 else ''}; {group[0].get('how', '')})")
-        first = group[0]
+        first = _most_telling(group)
         lines += _failure_lines(first, "     ")
         lines.append(f"     see it: {tito_command} test --module {number} -- -x -k {_test_name(first['nodeid'])}")
     if len(named) > MAX_FUNCTIONS_IN_DETAIL:
