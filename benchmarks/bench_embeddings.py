@@ -9,7 +9,8 @@ sparse backward only sorts the ids; the repeated ids' rows are summed when the s
 gradient, so the sparse update rows include that sum (each timed update gets a new gradient).
 Columns: tinytorch; PyTorch CPU when it is installed (`pip install torch==2.13.0`), at its default
 thread count; for the parts, a plain-NumPy baseline (`np.add.at` for scatter-adds, the obvious NumPy
-code otherwise). The implementations take turns within each row (one run of each, repeated; the best
+code otherwise); for the sparse SGD step, the NumPy floor (one gather of the ids' rows and one update of the
+touched rows, the repeated ids' sums given: no NumPy step can be faster). The implementations take turns within each row (one run of each, repeated; the best
 of each is kept), so drift in the machine hits them alike. What matters are the ratios, and the
 last column says whether each target (from the sparse-training issue) is met in this run.
 
@@ -100,12 +101,31 @@ def torch_step(weights, ids, upstream, sparse, make_optimizer):
     return step
 
 
+def numpy_floor_sparse_sgd_step(weights, ids, upstream):
+    """The fewest NumPy passes a sparse SGD step needs (issue 27's floor): one gather of the ids' rows (the forward)
+    and one read-modify-write of the touched rows (`table[u] -= lr * sums`). The sums of repeated ids are given,
+    computed untimed: a real step must also compute them, so no NumPy step can be faster than this."""
+    table = weights.copy()
+    flat = ids.reshape(-1)
+    unique, inverse = np.unique(flat, return_inverse=True)
+    sums = np.zeros((len(unique), table.shape[1]), table.dtype)
+    np.add.at(sums, inverse, upstream.reshape(-1, table.shape[1]))
+    sums *= LR
+
+    def step():
+        np.take(table, ids, axis=0)
+        table[unique] -= sums
+    return step
+
+
 def step_rows(weights, ids, upstream, repeat):
     rows = {}
     for op, (sparse, ours, theirs) in OPTIMIZERS.items():
         runs = {"tinytorch": (tinytorch_step(weights, ids, upstream, sparse, ours), None)}
         if torch is not None:
             runs["torch"] = (torch_step(weights, ids, upstream, sparse, theirs), None)
+        if op == "sparse SGD step":
+            runs["numpy"] = (numpy_floor_sparse_sgd_step(weights, ids, upstream), None)
         rows[op] = interleaved_ms(runs, repeat if sparse else max(3, repeat // 3))
         del runs
         release_freed_memory()
@@ -218,8 +238,8 @@ def cell(value, width, spec=".2f", suffix=""):
     return ("-" if value is None else format(value, spec) + suffix).rjust(width)
 
 
-def print_rows(title, config, rows):
-    print(f"  {title:<19}{'tinytorch ms':>13}{'torch ms':>10}{'numpy ms':>10}{'ours/torch':>12}{'numpy/ours':>12}"
+def print_rows(title, config, rows, numpy_header="numpy ms"):
+    print(f"  {title:<19}{'tinytorch ms':>13}{'torch ms':>10}{numpy_header:>10}{'ours/torch':>12}{'numpy/ours':>12}"
           f"  target")
     for op, times in rows.items():
         ours, theirs, numpy_ms = times.get("tinytorch"), times.get("torch"), times.get("numpy")
@@ -236,7 +256,7 @@ def comparison(config, distribution, repeat, rng):
     ids = make_ids(vocab_size, config["batch"] * config["seq"], distribution, rng).reshape(config["batch"], config["seq"])
     upstream = rng.standard_normal((config["batch"], config["seq"], dim)).astype(np.float32)
     print(f"\n{config['name']}, {distribution} ids ({len(np.unique(ids))} distinct)")
-    print_rows("whole step", config, step_rows(weights, ids, upstream, repeat))
+    print_rows("whole step", config, step_rows(weights, ids, upstream, repeat), numpy_header="floor ms")
     print_rows("part of a step", config, part_rows(weights, ids, upstream, repeat))
 
 

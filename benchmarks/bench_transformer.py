@@ -1,14 +1,22 @@
 """A GPT-2-architecture model in tinytorch vs Hugging Face transformers on PyTorch CPU, same weights, one table.
 
-    python benchmarks/bench_transformer.py            # 4 blocks, width 256, vocabulary 8192, batch 4 x 128 tokens
-    python benchmarks/bench_transformer.py --small    # 2 blocks, width 64, vocabulary 512, batch 4 x 32 (seconds)
+    python benchmarks/bench_transformer.py             # the small step and decoding (about a minute)
+    python benchmarks/bench_transformer.py --gpt2      # also a step at GPT-2 width and vocabulary (peak ~5 GB)
+    python benchmarks/bench_transformer.py --scale     # also how a step grows with tokens, width and vocabulary
+    python benchmarks/bench_transformer.py --quick     # one round of everything asked for (seconds; no verdicts)
 
-Rows: one training step (forward, cross-entropy loss, backward, AdamW step) and 64 KV-cached greedy decoding
-steps after a 16-token prompt (`model.generate` in both). The implementations run interleaved, each time is
-the best of `--repeat` runs, and the ratio column (tinytorch / PyTorch) is what to read: targets are <= 1.5
-for the training step and <= 1.0 for decoding. Needs `pip install torch==2.13.0 transformers` for the
-PyTorch column (tinytorch alone is timed otherwise). Also prints the peak memory: tinytorch's NumPy
-allocations during one training step (tracemalloc) and the peak resident size of the whole process.
+Rows, whole step first and its parts below it (issue 27):
+* training step: forward, cross-entropy loss, backward and AdamW step, on the small model (4 blocks, width 128,
+  vocabulary 512, 8 x 64 tokens; target <= 0.6x transformers) and with --gpt2 at GPT-2 width and vocabulary
+  (6 blocks, width 768, 12 heads, vocabulary 50257, 4 x 128 tokens; target <= 1.0x). Below it: forward + loss,
+  backward, optimiser step, each timed alone.
+* 64 KV-cached greedy decoding steps after a 16-token prompt (`model.generate` in both; target <= 0.6x).
+* with --scale: the small step with batch tokens, width and vocabulary each at three sizes, both columns, so the
+  cost curve shows rather than one point.
+The implementations take turns (a pause, one untimed call, one timed call), each figure is the best of
+`--repeat` rounds, and the ratio (tinytorch / PyTorch) is what to read. Needs `pip install torch==2.13.0
+transformers` for the PyTorch column (tinytorch alone is timed otherwise). Also prints the peak memory:
+tinytorch's NumPy allocations during one small training step (tracemalloc) and the process's peak resident size.
 """
 import argparse
 import resource
@@ -31,35 +39,52 @@ except ImportError:
 if transformers is None:
     torch = None                 # the PyTorch column needs both (Hugging Face's GPT-2 on torch)
 
-FULL = dict(name="GPT-2 arch, 4 blocks x 256 wide, V=8192, batch 4x128", vocab_size=8192, d_model=256, num_layers=4,
-            num_heads=8, max_seq_len=256, batch=4, seq=128)
-SMALL = dict(name="GPT-2 arch, 2 blocks x 64 wide, V=512, batch 4x32", vocab_size=512, d_model=64, num_layers=2,
-             num_heads=4, max_seq_len=128, batch=4, seq=32)
-PROMPT, NEW_TOKENS, LR = 16, 64, 1e-3
+SMALL = dict(name="small: 4 blocks x 128 wide, 4 heads, V=512, 8 x 64 tokens", vocab_size=512, d_model=128,
+             num_layers=4, num_heads=4, batch=8, seq=64, target=0.6)
+GPT2 = dict(name="GPT-2 width and vocabulary: 6 blocks x 768 wide, 12 heads, V=50257, 4 x 128 tokens",
+            vocab_size=50257, d_model=768, num_layers=6, num_heads=12, batch=4, seq=128, target=1.0)
+SCALES = {"batch tokens (B x T)": [dict(batch=b) for b in (4, 8, 16)],
+          "width (d_model)": [dict(d_model=d) for d in (64, 128, 256)],
+          "vocabulary (V)": [dict(vocab_size=v) for v in (512, 4096, 32768)]}
+PROMPT, NEW_TOKENS, LR, DECODE_TARGET = 16, 64, 1e-3, 0.6
 
 
 def timed(fn):
-    "Milliseconds of `fn()`, run back to back after an untimed call (and a pause for the other's threads)."
-    settle()                                      # threads the last run left spinning go to sleep (untimed)
-    fn()                                          # untimed: warms this implementation's threads and caches
+    "Milliseconds of `fn()`, after a pause (the other implementation's threads sleep) and one untimed call."
+    settle()
+    fn()
     start = time.perf_counter()
     fn()
     return (time.perf_counter() - start) * 1e3
 
 
+def build(size, seed=0):
+    "The tinytorch model for `size`, and a batch of token ids (B, T + 1) to train on."
+    config = TransformerConfig(arch="gpt2", vocab_size=size["vocab_size"], max_seq_len=max(128, size["seq"]),
+                               d_model=size["d_model"], num_layers=size["num_layers"], num_heads=size["num_heads"])
+    ids = np.random.default_rng(seed).integers(0, size["vocab_size"], size=(size["batch"], size["seq"] + 1))
+    return TransformerLM(config, seed=seed), ids
+
+
 def tinytorch_runners(model, ids):
+    "name -> function for the step, its parts and decoding."
     optimizer = AdamW(model.parameters(), lr=LR)
+    state = {}
 
-    def train_step():
+    def forward():
         model.train()
-        loss = model.loss(ids[:, :-1], ids[:, 1:])
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+        state["loss"] = model.loss(ids[:, :-1], ids[:, 1:])
 
-    def decode():
-        return model.generate(ids[:1, :PROMPT], NEW_TOKENS, use_cache=True)
-    return train_step, decode
+    def backward():                       # needs a fresh graph each time: the forward runs untimed before it
+        optimizer.zero_grad()
+        state["loss"].backward()
+
+    def step():
+        forward()
+        backward()
+        optimizer.step()
+    return {"step": step, "forward + loss": forward, "backward": (forward, backward), "optimiser step": optimizer.step,
+            "decode": lambda: model.generate(ids[:1, :PROMPT], NEW_TOKENS, use_cache=True)}
 
 
 def torch_runners(model, ids):
@@ -69,13 +94,20 @@ def torch_runners(model, ids):
     optimizer = torch.optim.AdamW(hf.parameters(), lr=LR)
     inputs, targets = torch.from_numpy(ids[:, :-1]), torch.from_numpy(ids[:, 1:])
     prompt = torch.from_numpy(ids[:1, :PROMPT])
+    state = {}
 
-    def train_step():
+    def forward():
         hf.train()
         logits = hf(inputs).logits
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+        state["loss"] = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+    def backward():
         optimizer.zero_grad()
-        loss.backward()
+        state["loss"].backward()
+
+    def step():
+        forward()
+        backward()
         optimizer.step()
 
     def decode():
@@ -83,58 +115,158 @@ def torch_runners(model, ids):
         with torch.no_grad():
             return hf.generate(prompt, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False,
                                pad_token_id=0, attention_mask=torch.ones_like(prompt)).numpy()
-    return train_step, decode
+    return {"step": step, "forward + loss": forward, "backward": (forward, backward), "optimiser step": optimizer.step,
+            "decode": decode}
+
+
+def best_ms(runners, names, repeat):
+    """{implementation: {name: best ms}}: the implementations take turns, `repeat` rounds. A runner given as
+    (setup, fn) times only `fn`, after an untimed `setup()` before each call."""
+    best = {impl: {name: float("inf") for name in names} for impl in runners}
+    for _ in range(repeat):
+        for impl, table in runners.items():
+            for name in names:
+                run = table[name]
+                if isinstance(run, tuple):
+                    setup, fn = run
+                    settle()
+                    setup(); fn()                                  # untimed: warms this implementation
+                    setup()
+                    start = time.perf_counter()
+                    fn()
+                    ms = (time.perf_counter() - start) * 1e3
+                else:
+                    ms = timed(run)
+                best[impl][name] = min(best[impl][name], ms)
+    return best
+
+
+def make_runners(size):
+    model, ids = build(size)
+    runners = {"tinytorch": tinytorch_runners(model, ids)}
+    if torch is not None:
+        runners["PyTorch"] = torch_runners(model, ids)             # same weights (to_hf before any step)
+    return model, runners
+
+
+def matmul_floor_ms(size, repeat):
+    """Best ms of the step's matrix products alone, in NumPy (float32, folded (rows, k) @ (k, n) where a weight is
+    shared): forward and both gradients of every projection, the attention scores and mixing, and the head.
+    No NumPy implementation of the step can take less; the rest of a step is elementwise work and overhead."""
+    b, t, d, h, v = size["batch"], size["seq"], size["d_model"], size["num_heads"], size["vocab_size"]
+    rows = b * t
+    products = [((rows, d), (d, 3 * d)), ((rows, d), (d, d)), ((rows, d), (d, 4 * d)), ((rows, 4 * d), (4 * d, d)),
+                ((b, h, t, d // h), (b, h, d // h, t)), ((b, h, t, t), (b, h, t, d // h))] * size["num_layers"]
+    products.append(((rows, d), (d, v)))
+    rng = np.random.default_rng(0)
+    arrays = [(rng.standard_normal(a, dtype=np.float32), rng.standard_normal(w, dtype=np.float32)) for a, w in products]
+
+    def run():
+        for a, w in arrays:
+            out = a @ w                                         # forward
+            np.matmul(out, np.swapaxes(w, -1, -2))              # gradient of a
+            np.matmul(np.swapaxes(a, -1, -2), out)              # gradient of w
+    run()
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run()
+        best = min(best, (time.perf_counter() - start) * 1e3)
+    return best
+
+
+def verdict(ratio, target, quick):
+    if ratio is None or target is None:
+        return ""
+    return f"<= {target}x: " + ("(one round)" if quick else "met" if ratio <= target else "MISSED")
+
+
+def print_table(title, rows, best, targets, quick):
+    "rows: labels in order (the whole step first); targets: label -> target ratio."
+    impls = list(best)
+    header = f"{title:<40}" + "".join(f"{impl + ' ms':>14}" for impl in impls)
+    header += f"{'ratio':>9}  target" if "PyTorch" in best else ""
+    print("\n" + header + "\n" + "-" * len(header))
+    for label in rows:
+        line = f"{label:<40}" + "".join(f"{best[impl][label]:>14.1f}" for impl in impls)
+        if "PyTorch" in best:
+            ratio = best["tinytorch"][label] / best["PyTorch"][label]
+            line += f"{ratio:>8.2f}x  {verdict(ratio, targets.get(label), quick)}"
+        print(line)
+
+
+def step_section(size, repeat, quick, decode=False):
+    model, runners = make_runners(size)
+    parameters = sum(p.size for p in model.parameters())
+    print(f"\n{size['name']}: {parameters:,} parameters")
+    if torch is not None and decode:
+        same = np.array_equal(runners["tinytorch"]["decode"](), runners["PyTorch"]["decode"]())
+        print(f"greedy tokens identical before timing: {same}")
+    names = ["step", "forward + loss", "backward", "optimiser step"] + (["decode"] * decode)
+    best = best_ms(runners, names, repeat)
+    labels = {"step": "training step (fwd+loss+bwd+AdamW)", "forward + loss": "  forward + loss",
+              "backward": "  backward", "optimiser step": "  AdamW step", "decode": f"{NEW_TOKENS} cached greedy steps"}
+    best = {impl: {labels[name]: ms for name, ms in times.items()} for impl, times in best.items()}
+    targets = {labels["step"]: size["target"], labels["decode"]: DECODE_TARGET}
+    step_rows = [labels[n] for n in names if n != "decode"]
+    print_table("whole step, then its parts", step_rows, best, targets, quick)
+    floor = matmul_floor_ms(size, repeat)
+    line = f"{'  NumPy floor: the matrix products alone':<40}{floor:>14.1f}"
+    if "PyTorch" in best:
+        line += f"{'':>14}{floor / best['PyTorch'][labels['step']]:>8.2f}x  of PyTorch's step (no NumPy step is faster)"
+    print(line)
+    if decode:
+        print_table("decoding", [labels["decode"]], best, targets, quick)
+    return model, runners
+
+
+def scale_section(repeat):
+    print("\nHow the small step grows (one quantity at a time; the rest as in the small model)")
+    for quantity, changes in SCALES.items():
+        rows, best = [], {}
+        for change in changes:
+            size = {**SMALL, **change}
+            label = f"  {quantity.split(' (')[0]} = " + (f"{size['batch']} x {size['seq']}" if "batch" in change
+                                                         else str(next(iter(change.values()))))
+            _, runners = make_runners(size)
+            times = best_ms(runners, ["step"], repeat)
+            for impl, t in times.items():
+                best.setdefault(impl, {})[label] = t["step"]
+            rows.append(label)
+        print_table(quantity, rows, best, {}, True)
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--small", action="store_true", help="the small configuration (seconds)")
-    parser.add_argument("--repeat", type=int, default=5, help="runs per measurement; the best is kept (default: 5)")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--gpt2", action="store_true", help="also the step at GPT-2 width and vocabulary (peak ~5 GB)")
+    parser.add_argument("--scale", action="store_true", help="also the scale rows (tokens, width, vocabulary)")
+    parser.add_argument("--quick", action="store_true", help="one round of each row, no verdicts (a smoke test)")
+    parser.add_argument("--repeat", type=int, default=None, help="rounds per row; the best is kept (default: 7; "
+                        "--gpt2's row and the scale rows: 3)")
     add_kernels_option(parser)
     args = parser.parse_args(argv)
-    if args.repeat < 1:
+    if args.repeat is not None and args.repeat < 1:
         parser.error(f"--repeat must be >= 1; got {args.repeat}")
-    size = SMALL if args.small else FULL
-    rng = np.random.default_rng(0)
-    config = TransformerConfig(arch="gpt2", vocab_size=size["vocab_size"], max_seq_len=size["max_seq_len"],
-                               d_model=size["d_model"], num_layers=size["num_layers"], num_heads=size["num_heads"])
-    model = TransformerLM(config, seed=0)
-    ids = rng.integers(0, size["vocab_size"], size=(size["batch"], size["seq"] + 1))
-    parameters = sum(p.size for p in model.parameters())
-    print(f"{size['name']}: {parameters:,} parameters; decoding: {PROMPT}-token prompt + {NEW_TOKENS} greedy tokens")
+    repeat = 1 if args.quick else 7 if args.repeat is None else args.repeat
+    few = 1 if args.quick else 3 if args.repeat is None else args.repeat
+    print(f"numpy {np.__version__}; transformers {getattr(transformers, '__version__', 'not installed')}, "
+          f"torch {torch_text()}")
     print(use_kernels(args.kernels))
-
-    runners = {"tinytorch": tinytorch_runners(model, ids)}
-    if torch is not None:
-        runners["PyTorch"] = torch_runners(model, ids)        # same initial weights (to_hf before any step)
-        same = np.array_equal(runners["tinytorch"][1](), runners["PyTorch"][1]())
-        print(f"transformers {transformers.__version__}, torch {torch_text()}; "
-              f"greedy tokens identical before timing: {same}")
-    else:
+    if torch is None:
         print("PyTorch column skipped: pip install torch==2.13.0 transformers")
 
-    best = {name: [float("inf"), float("inf")] for name in runners}
-    for _ in range(args.repeat):                               # interleaved, so load changes hit both alike
-        for name, (train_step, decode) in runners.items():
-            best[name][0] = min(best[name][0], timed(train_step))
-            best[name][1] = min(best[name][1], timed(decode))
-
-    header = f"{'operation':<34}" + "".join(f"{name + ' ms':>14}" for name in runners)
-    header += f"{'ratio':>10}{'target':>9}" if torch is not None else ""
-    print("\n" + header + "\n" + "-" * len(header))
-    for row, label, target in ((0, "training step (fwd+loss+bwd+AdamW)", 1.5), (1, f"{NEW_TOKENS} cached greedy steps", 1.0)):
-        line = f"{label:<34}" + "".join(f"{best[name][row]:>14.1f}" for name in runners)
-        if torch is not None:
-            ratio = best["tinytorch"][row] / best["PyTorch"][row]
-            line += f"{ratio:>9.2f}x{'<= ' + str(target):>9}"
-        print(line)
-
+    model, runners = step_section(SMALL, repeat, args.quick, decode=True)
     tracemalloc.start()
-    runners["tinytorch"][0]()
+    runners["tinytorch"]["step"]()
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
+    del model, runners
+    if args.gpt2:
+        step_section(GPT2, few, args.quick)
+    if args.scale:
+        scale_section(few)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
-    print(f"\npeak memory: tinytorch training step {peak / 2**20:.1f} MiB (tracemalloc, NumPy arrays); "
+    print(f"\npeak memory: tinytorch small training step {peak / 2**20:.1f} MiB (tracemalloc, NumPy arrays); "
           f"peak resident size of this process {rss / 2**20:.0f} MiB (both implementations)")
     return 0
 

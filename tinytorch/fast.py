@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['PARALLEL_MIN_BYTES', 'LONG_RUN', 'ROW_BLOCK_BYTES', 'BLOCK_BYTES', 'parallel_rows', 'gather_rows', 'rows_per_block',
            'sum_long_runs', 'segment_sum', 'LazyRowSparseGrad', 'from_rows', 'for_row_blocks', 'for_dense_blocks',
-           'use_fast', 'use_plain', 'fast_kernels']
+           'FoldedMatMulBackward', 'SavedProbabilitiesLogSoftmaxBackward', 'use_fast', 'use_plain', 'fast_kernels']
 
 # %% ../modules/18_acceleration/acceleration_dev.ipynb #de6fe817
 import contextlib
@@ -281,6 +281,52 @@ def for_dense_blocks(update_block, *arrays):
             block = slice(block, min(block + step, stop))
             update_block(*(a[block] for a in arrays))
     parallel_rows(rows, update_range, whole.nbytes)
+
+# %% ../modules/18_acceleration/acceleration_dev.ipynb #71c0eb9a
+from .core.tensor import LogSoftmaxBackward, MatMulBackward
+
+
+class FoldedMatMulBackward(MatMulBackward):
+    """`a @ b` where one (k, n) matrix `b` is shared by every row of an `a` with batch axes (*, T, k): the rows
+    folded into one (rows, k) @ (k, n) product forward and one product per gradient. Other shapes: module 01's
+    `MatMulBackward`."""
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        if a.ndim > 2 and b.ndim == 2:
+            return (a.reshape(-1, a.shape[-1]) @ b).reshape(a.shape[:-1] + b.shape[1:])
+        return a @ b
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved
+        if a.ndim > 2 and b.ndim == 2:
+            rows = grad.reshape(-1, grad.shape[-1])                       # (B·T, n)
+            return (rows @ b.T).reshape(a.shape), a.reshape(-1, a.shape[-1]).T @ rows
+        return MatMulBackward.backward(ctx, grad)
+
+
+class SavedProbabilitiesLogSoftmaxBackward(LogSoftmaxBackward):
+    "log_softmax along `axis` that keeps the softmax it computes on the way, so the backward takes no `exp`."
+    @staticmethod
+    def forward(ctx, x, axis=-1):
+        shifted = x - x.max(axis=axis, keepdims=True)
+        probabilities = np.exp(shifted)
+        total = probabilities.sum(axis=axis, keepdims=True)
+        shifted -= np.log(total)                                          # now log_softmax(x), in place
+        probabilities /= total
+        ctx.save_for_backward(probabilities, axis)
+        return shifted
+
+    @staticmethod
+    def backward(ctx, grad):
+        probabilities, axis = ctx.saved
+        out = probabilities * grad.sum(axis=axis, keepdims=True)
+        return (np.subtract(grad, out, out=out),)                        # grad - p * sum(grad)
+
+
+kernels.register("matmul", FoldedMatMulBackward, mode="fast")
+kernels.register("log_softmax", SavedProbabilitiesLogSoftmaxBackward, mode="fast")
 
 # %% ../modules/18_acceleration/acceleration_dev.ipynb #8390ec46
 def use_fast():

@@ -666,7 +666,8 @@ def test_grad_fn_type_names_the_op(name):
     b = Tensor([[3.0, 4.0]], requires_grad=True)
     c = Tensor([[5.0], [6.0]], requires_grad=True)
     out = GRAD_FN_NAMES[name](a, b, c)
-    assert type(out._grad_fn).__name__ == name
+    # the op's class, or with module 18's fast kernels on, a subclass of it (FoldedMatMulBackward is a MatMulBackward)
+    assert name in [cls.__name__ for cls in type(out._grad_fn).__mro__]
     assert not out.is_leaf and out.requires_grad
     assert a.is_leaf and b.is_leaf
     assert all(inp is a or inp is b or inp is c for inp in out._grad_fn.inputs)

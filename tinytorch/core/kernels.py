@@ -4,12 +4,13 @@
 
 # %% auto #0
 __all__ = ['KERNELS', 'MODES', 'register', 'mode', 'set_mode', 'kernel', 'gather_rows', 'segment_sum', 'row_sparse_from_rows',
-           'for_row_blocks', 'for_dense_blocks']
+           'for_row_blocks', 'for_dense_blocks', 'matmul', 'log_softmax']
 
 # %% ../../modules/05_autograd/kernels_dev.ipynb #16b8df9b
 import numpy as np
 
-KERNELS = ("gather_rows", "segment_sum", "row_sparse_from_rows", "for_row_blocks", "for_dense_blocks")
+KERNELS = ("gather_rows", "segment_sum", "row_sparse_from_rows", "for_row_blocks", "for_dense_blocks",
+           "matmul", "log_softmax")
 MODES = ("plain", "fast")
 
 _tables = {"plain": {}, "fast": {}}    # mode -> {kernel name: function}
@@ -54,6 +55,7 @@ def kernel(name):
         if name not in KERNELS:
             raise ValueError(f"unknown kernel {name!r}; the kernels are {KERNELS}")
         import tinytorch.core.autograd  # noqa: F401  (registers the plain kernels of module 05 on import)
+        import tinytorch.core.tensor    # noqa: F401  (and module 01's two autograd Functions)
     return table[name]
 
 # %% ../../modules/05_autograd/kernels_dev.ipynb #84e0d7cc
@@ -82,6 +84,16 @@ def for_row_blocks(grad, update_block):
 def for_dense_blocks(update_block, *arrays):
     "Call `update_block(*blocks)` on matching rows of same-shaped arrays, covering them once; updates in place."
     return kernel("for_dense_blocks")(update_block, *arrays)
+
+
+def matmul(a, b):
+    "The Tensor `a @ b` (Tensors of matching shapes, already checked), through the `matmul` kernel's Function."
+    return kernel("matmul").apply(a, b)
+
+
+def log_softmax(x, axis):
+    "The Tensor `x.log_softmax(axis)` (a non-empty float Tensor, axis checked), through the `log_softmax` kernel."
+    return kernel("log_softmax").apply(x, axis=axis)
 
 # %% ../../modules/05_autograd/kernels_dev.ipynb #72822f65
 def _gather_rows(table, ids):

@@ -10,6 +10,7 @@ __all__ = ['Tensor', 'AddBackward', 'SubBackward', 'MulBackward', 'DivBackward',
 # %% ../../modules/01_tensor/tensor_dev.ipynb #eef9bade
 import numpy as np
 from .autograd import Function, backward
+from . import kernels
 from .kernels import segment_sum   # the kernel table: plain (module 05) unless module 18's fast one is on
 from .validation import flag
 
@@ -228,7 +229,7 @@ class Tensor:
     def sigmoid(self): return SigmoidBackward.apply(_floating(self))
     def gelu(self): return GELUBackward.apply(_floating(self))
     def softmax(self, axis=-1): return _softmax(SoftmaxBackward, self, axis)
-    def log_softmax(self, axis=-1): return _softmax(LogSoftmaxBackward, self, axis)
+    def log_softmax(self, axis=-1): return _softmax(kernels.kernel("log_softmax"), self, axis)
 
 # %% ../../modules/01_tensor/tensor_dev.ipynb #a67b1995
 class AddBackward(Function):
@@ -475,7 +476,7 @@ def _matmul(a, b):
     except ValueError:
         raise ValueError(f"cannot matmul shapes {a.shape} and {b.shape}: batch dimensions "
                          f"{a.shape[:-2]} and {b.shape[:-2]} do not broadcast") from None
-    return MatMulBackward.apply(a, b)
+    return kernels.matmul(a, b)                   # your MatMulBackward unless module 18's fast kernels are on
 
 # %% ../../modules/01_tensor/tensor_dev.ipynb #fd4a2ff6
 def _check_axis(axis, ndim):
@@ -922,6 +923,12 @@ class LogSoftmaxBackward(Function):
         out, axis = ctx.saved
         return (grad - np.exp(out) * grad.sum(axis=axis, keepdims=True),)
         ### END SOLUTION
+
+
+# `a @ b` and `x.log_softmax()` run these two through the kernel table (module 05's folder), by name,
+# so that module 18 can put faster versions in their place; yours are the default.
+kernels.register("matmul", MatMulBackward)
+kernels.register("log_softmax", LogSoftmaxBackward)
 
 # %% ../../modules/01_tensor/tensor_dev.ipynb #a425ed77
 class ConcatenateBackward(Function):
