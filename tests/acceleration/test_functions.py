@@ -4,7 +4,7 @@
 They change the order in which BLAS adds products (one (B·T, k) @ (k, n) instead of B products), so the
 numbers agree to float rounding, not bit for bit: compared with float32/float64 tolerances; and both are
 gradchecked in float64. The model-level check (Hugging Face parity with the fast kernels on) is in
-tests/transformers/test_hf_parity.py.
+tests/acceleration/test_models.py.
 """
 import numpy as np
 import pytest
