@@ -63,12 +63,31 @@ def _test_modules(root: Path, references: list[str], pytest_args: list[str]) -> 
     return EXIT_OK if all(results.values()) else EXIT_FAILED
 
 
+def parallel_args(extra: list[str], cpus: int | None = None) -> list[str]:
+    """pytest-xdist's arguments for the whole suite: one worker per core (at most 4), whole files per
+    worker (`--dist loadfile`: a file's fixtures and module-level state stay in one process). Nothing when
+    pytest-xdist is not installed, or when the arguments after `--` choose for themselves (`-n`, `--dist`,
+    `-p no:xdist`)."""
+    import importlib.util
+
+    if importlib.util.find_spec("xdist") is None:
+        return []
+    chooses = any(arg in ("-n", "--numprocesses", "--dist", "no:xdist") or arg.startswith(("-n", "--numprocesses=", "--dist="))
+                  for arg in extra)
+    if chooses:
+        return []
+    if cpus is None:
+        cpus = os.cpu_count() or 1      # os.cpu_count() is None when it cannot tell
+    workers = min(4, cpus)
+    return [] if workers < 2 else ["-n", str(workers), "--dist", "loadfile"]
+
+
 def cmd_test(root: Path, args: argparse.Namespace, extra: list[str]) -> int:
     if args.all:
         ui.info(f"pytest tests/ in {root} (unit tests, notebook execution, export sync)")
         sys.stdout.flush()
         # pytest's own closing line is the last thing printed: nothing after it.
-        command = [sys.executable, "-m", "pytest", "tests", *extra]
+        command = [sys.executable, "-m", "pytest", "tests", *parallel_args(extra), *extra]
         return subprocess.run(command, cwd=root, env=subprocess_env(root)).returncode
     return _test_modules(root, args.module, extra)
 
