@@ -96,6 +96,12 @@ def plain_docstring(app, what, name, obj, options, lines):
     lines[:] = result + ([""] if result and result[-1] else [])
 
 
+def drop_object_base(app, name, obj, options, bases):
+    """`Bases: object` says nothing; other bases are shown."""
+    bases[:] = [base for base in bases if base is not object]
+
+
 def setup(app):
     app.connect("autodoc-process-docstring", plain_docstring)
+    app.connect("autodoc-process-bases", drop_object_base)
 
