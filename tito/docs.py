@@ -222,10 +222,9 @@ def _api_page(root: Path, dotted: str) -> str:
 def _index_page(root: Path, module_pages: list[tuple[Module, list[str]]], api_pages: list[str]) -> str:
     readme = (root / "README.md").read_text(encoding="utf-8")
     lines = [readme.rstrip(), "", "## Contents", ""]
-    lines += ["```{toctree}", ":caption: Modules", ":maxdepth: 1", ""]
-    for _, pages in module_pages:
-        lines += pages
-    lines += ["```", "", "```{toctree}", ":caption: API reference", ":maxdepth: 1", "", "api/index", "```", ""]
+    for module, pages in module_pages:   # one table of contents per module, captioned like its folder
+        lines += ["```{toctree}", f":caption: {module.number:02d} {module.name}", ":maxdepth: 1", "", *pages, "```", ""]
+    lines += ["```{toctree}", ":caption: API reference", ":maxdepth: 1", "", "api/index", "```", ""]
     return "\n".join(lines)
 
 
