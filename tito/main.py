@@ -12,6 +12,7 @@
     tito module complete NAME_OR_NUMBER [-- PYTEST_ARGS]
     tito system doctor
     tito demo embeddings [DEMO_ARGS]
+    tito docs [--out DIR] [--solutions] [--strict]
 
 Exit codes: 0 success, 1 something failed, 2 usage error (e.g. unknown module).
 Only the standard library is imported here; nbdev, execnb and pytest run in
@@ -30,6 +31,7 @@ import tempfile
 from pathlib import Path
 
 from tito import hints, learner, ui
+from tito.docs import DEFAULT_OUT as DEFAULT_DOCS_OUT, cmd_docs
 from tito.repo import (
     RepoError, Settings, describe_modules, discover_modules, find_root, resolve_module, subprocess_env,
 )
@@ -336,6 +338,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("name", choices=sorted(DEMOS))
     demo.add_argument("demo_args", nargs=argparse.REMAINDER, help="arguments for the demo")
     demo.set_defaults(handler=cmd_demo)
+
+    docs = commands.add_parser(
+        "docs", help="build the documentation site (notebooks, API reference, search) with Sphinx + MyST-NB")
+    docs.add_argument("--out", metavar="DIR", help=f"write the site to DIR (default: {DEFAULT_DOCS_OUT}/ in the repository)")
+    docs.add_argument("--solutions", action="store_true",
+                      help="show the dev notebooks with their solutions (default: the learner's notebooks, stubs in place)")
+    docs.add_argument("--strict", action="store_true", help="fail on any Sphinx warning (a broken reference, ...)")
+    docs.set_defaults(handler=cmd_docs)
     return parser
 
 
