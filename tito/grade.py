@@ -61,6 +61,7 @@ import csv
 import difflib
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -89,7 +90,7 @@ MAX_NOTEBOOK_BYTES = 20_000_000
 MAX_FILE_BYTES = 64 * 1024 * 1024          # RLIMIT_FSIZE of the test process
 MAX_LINE = 200
 # What the copy holds: the package, the checks and tito itself (the pytest plugins), and the notebooks.
-COPIED = ("settings.ini", "pyproject.toml", "tinytorch", "tests", "modules")
+COPIED = ("settings.ini", "pyproject.toml", "README.md", "bin", "tinytorch", "tests", "modules")
 _NOT_SOURCE = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", ".pytest_cache", ".hypothesis")
 # Variables that would tell the learner's code where the instructor's repository or tito is.
 _HIDDEN_ENV = ("TITO_ROOT", "PYTHONPATH", "PWD", "OLDPWD", "PYTHONSTARTUP", "PYTEST_ADDOPTS")
@@ -646,18 +647,70 @@ def _failure_text(failure: dict) -> str:
     return "\n".join(parts)
 
 
+def _named(failure: dict, mistake) -> bool:
+    """The failure is a check that recognised `mistake` by name (`Misconception: <says>: ...`)."""
+    if not mistake.says or failure.get("exception") != "Misconception":
+        return False
+    message = " ".join(failure.get("message") or []).lower()
+    return message.startswith("misconception: " + mistake.says.lower())
+
+
 def match_misconceptions(module: Module, exercise: str, failures: list[dict]) -> list:
-    """The catalogue's mistakes of `exercise` whose `says` words appear in its failures."""
+    """The catalogue's mistakes of `exercise` seen in its failures: those a check named (its
+    `Misconception` message starts with their `says`), else those whose `says` words appear anywhere in the
+    failures' messages, checks and values."""
     from tito.misconceptions import mistakes_of
 
+    own = [mistake for mistake in mistakes_of(module.name) if mistake.exercise == exercise and mistake.says]
+    named = [mistake for mistake in own if any(_named(failure, mistake) for failure in failures)]
+    if named:
+        return named
     text = "\n".join(_failure_text(failure) for failure in failures).lower()
-    return [mistake for mistake in mistakes_of(module.name)
-            if mistake.exercise == exercise and mistake.says and mistake.says.lower() in text]
+    return [mistake for mistake in own if mistake.says.lower() in text]
+
+
+def attribute(run: ModuleRun) -> dict[str | None, list[dict]]:
+    """Failures grouped by exercise: `tito.summary.attribute`, then, for a class, two corrections it cannot
+    make for one learner's summary. A learner may have several mistakes at once, and a failed assertion in
+    a test (no exception raised inside an exercise) is blamed there by the spectrum of all failing tests,
+    which then points at an exercise that merely ran alongside a wrong one. So: a check that names a
+    catalogue mistake (`Misconception: <says>`) goes to that mistake's exercise when it ran in the test;
+    and a failure blamed by the spectrum alone goes, among the exercises its test ran, to one already known
+    wrong (a failure raised inside it, or named), when there is one."""
+    from tito.misconceptions import mistakes_of
+
+    if not run.failures:
+        return {}
+    groups = summary.attribute([dict(f) for f in run.failures], run.tests, run.exercises)
+    order = {exercise.name: exercise.order for exercise in run.exercises}
+    mistakes = mistakes_of(run.module.name)
+    blamed: list[tuple[str | None, dict]] = [(name, failure) for name, group in groups.items() for failure in group]
+    spectrum_only, known = [], set()
+    for position, (name, failure) in enumerate(blamed):
+        ran = set(run.tests.get(failure["nodeid"], {}).get("executed", []))
+        named = {m.exercise for m in mistakes if m.exercise in ran and _named(failure, m)}
+        if len(named) == 1:
+            name = next(iter(named))
+            blamed[position] = (name, failure)
+            known.add(name)
+        elif name is not None and not str(failure.get("how", "")).startswith("ran in"):
+            known.add(name)
+        else:
+            spectrum_only.append(position)
+    for position in spectrum_only:
+        name, failure = blamed[position]
+        ran = [n for n in run.tests.get(failure["nodeid"], {}).get("executed", []) if n in known]
+        if ran and name not in ran:
+            blamed[position] = (min(ran, key=lambda n: order.get(n, 0)), failure)
+    regrouped: dict[str | None, list[dict]] = {}
+    for name, failure in blamed:
+        regrouped.setdefault(name, []).append(failure)
+    return regrouped
 
 
 def rows_for(learner: str, run: ModuleRun) -> list[Row]:
     label = run.module.label
-    groups = summary.attribute([dict(f) for f in run.failures], run.tests, run.exercises) if run.failures else {}
+    groups = attribute(run)
     executed = {name for test in run.tests.values() for name in test.get("executed", [])}
     rows = []
     for exercise in run.exercises:
@@ -804,7 +857,7 @@ def grade(root: Path, folder: Path, references: list[str] | None = None, timeout
             names = sorted(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
             changed.append(f"while grading {learner.name}: {', '.join(names[:8])}" + (" ..." if len(names) > 8 else ""))
             before = after
-        mine = [row for row in rows if row.learner == learner.name]
+        mine = [row for row in rows if row.learner == learner.name and row.exercise[0] != "("]
         progress(f"graded {learner.name}: {sum(row.status == 'passed' for row in mine)}/{len(mine)} exercises "
                  f"passed ({time.monotonic() - started:.1f} s)")
     return rows, learners, changed
@@ -813,8 +866,8 @@ def grade(root: Path, folder: Path, references: list[str] | None = None, timeout
 def cmd_grade(root: Path, args: argparse.Namespace, extra: list[str]) -> int:
     folder = Path(args.folder).expanduser().resolve()
     for name, value in (("--timeout", args.timeout), ("--test-timeout", args.test_timeout)):
-        if not value > 0:
-            raise RepoError(f"{name} must be a number of seconds > 0; got {value}")
+        if not (math.isfinite(value) and value > 0):
+            raise RepoError(f"{name} must be a finite number of seconds > 0; got {value}")
     out = Path(args.out).expanduser().resolve() if args.out else folder.parent / f"{folder.name}-grades"
     ui.heading(f"grading the learners in {folder} with the checks of {root}")
     rows, learners, changed = grade(root, folder, args.module, args.timeout, min(args.test_timeout, args.timeout),

@@ -181,3 +181,120 @@ def test_the_summary_is_ascii_and_names_what_failed(graded):
     assert "[FAIL] hostile: 02_activations 3/6 passed (1 timeout, 2 error)" in text
     assert "ReLU.forward" in text.split("Per exercise")[1]
     assert graded["process"].stdout.decode("ascii")          # the terminal got it too, in ASCII (PYTHONIOENCODING)
+
+
+# ---------------------------------------------------------------- reading what a learner wrote (no processes)
+
+
+def _release_02():
+    module = resolve_module(ROOT, MODULE)
+    dev = read_notebook(module.notebook)
+    return module, dev, release_notebook(dev, where=module.notebook.relative_to(ROOT).as_posix())
+
+
+def _cell_of(notebook: dict, function: str) -> dict:
+    return next(cell for cell in notebook["cells"] if f'raise NotImplementedError("{function}:' in cell_source(cell))
+
+
+def test_only_the_code_written_in_place_of_a_stub_is_taken_and_edits_to_given_code_are_ignored(tmp_path):
+    from tito.grade import learner_bodies
+
+    module, dev, learner = _release_02()
+    cell = _cell_of(learner, "Sigmoid.forward")
+    source = replace_stub(cell_source(cell), "Sigmoid.forward", "y = x.sigmoid()\nreturn y")
+    # The learner also edits given code: a docstring line and the class line of Tanh.
+    cell["source"] = source.replace("class Tanh(Activation):", "class Tanh(Activation):  # mine now")
+    gelu = _cell_of(learner, "GELU.forward")
+    gelu["source"] = cell_source(gelu).replace("def extra_repr(self):", "def extra_repr(self):\n        import os")
+    path = tmp_path / "activations.ipynb"
+    write_notebook(learner, path)
+    bodies = learner_bodies(ROOT, module.notebook, path)
+    assert bodies["Sigmoid.forward"].kind == "code" and bodies["Sigmoid.forward"].text == "y = x.sigmoid()\nreturn y"
+    assert {name: body.kind for name, body in bodies.items() if name != "Sigmoid.forward"} == \
+        dict.fromkeys(set(EXERCISES) - {"Sigmoid.forward"}, "stub")
+
+
+def test_a_block_that_is_not_python_is_an_error_its_neighbour_in_the_cell_is_still_graded_and_no_solution_leaks():
+    from tito.grade import Body, filled_notebook
+
+    module, dev, _ = _release_02()
+    bodies = {"Sigmoid.forward": Body("code", "return x.sigmoid(("), "Tanh.forward": Body("code", "return (x * 1).tanh()")}
+    filled = filled_notebook(module.notebook, bodies)
+    assert bodies["Sigmoid.forward"].kind == "error" and "SyntaxError" in bodies["Sigmoid.forward"].note
+    text = "\n".join(cell_source(cell) for cell in filled["cells"])
+    assert "return (x * 1).tanh()" in text and 'raise NotImplementedError("Sigmoid.forward:' in text
+    for block in solution_blocks(dev, module.notebook.name):                # no reference solution survives
+        assert "\n".join(block.solution) not in text, block.function
+    for cell in filled["cells"]:
+        if "### BEGIN SOLUTION" in cell_source(cell):
+            compile(cell_source(cell), "cell", "exec")              # every filled cell is valid Python
+
+
+def test_a_notebook_whose_cell_ids_changed_is_still_read_and_a_deleted_function_is_a_stub(tmp_path):
+    from tito.grade import learner_bodies
+
+    module, dev, learner = _release_02()
+    for cell in learner["cells"]:
+        cell["id"] = "x" + str(cell.get("id"))
+    cell = _cell_of(learner, "ReLU.forward")
+    cell["source"] = replace_stub(cell_source(cell), "ReLU.forward", "return x.relu()")
+    cell = _cell_of(learner, "GELU.forward")
+    cell["source"] = "x = 1\n"                                    # the learner deleted the class
+    path = tmp_path / "activations.ipynb"
+    write_notebook(learner, path)
+    bodies = learner_bodies(ROOT, module.notebook, path)
+    assert bodies["ReLU.forward"].kind == "code" and bodies["ReLU.forward"].text == "return x.relu()"
+    assert bodies["GELU.forward"].kind == "stub" and "no GELU.forward" in bodies["GELU.forward"].note
+
+
+def test_notebooks_are_found_in_every_layout_and_a_folder_without_learners_is_refused(tmp_path):
+    from tito.grade import Learner, find_notebooks, learner_folders
+    from tito.repo import RepoError
+
+    module, _, learner = _release_02()
+    del learner["metadata"]["tito"]                              # matched by file name and folder
+    for name, relative in [("a", f"modules/{MODULE}/activations.ipynb"), ("b", "activations_dev.ipynb"),
+                           ("c", f"work/{MODULE}/activations.ipynb")]:
+        write_notebook(learner, tmp_path / "class" / name / relative)
+    (tmp_path / "class" / ".hidden").mkdir()
+    folders = learner_folders(tmp_path / "class")
+    assert [folder.name for folder in folders] == ["a", "b", "c"]
+    for folder in folders:
+        found = Learner(folder.name, folder)
+        find_notebooks(ROOT, found, [module])
+        assert list(found.notebooks) == [module.notebook], folder.name
+    with pytest.raises(RepoError, match="no subfolders"):
+        learner_folders(tmp_path / "class" / ".hidden")
+
+
+def test_with_two_mistakes_a_failure_is_not_blamed_on_an_exercise_that_only_ran_alongside_them():
+    """Module 11, a learner with a backward that loses repeated ids and a sin/cos table swapped: the backward's
+    tests also run the lookup's forward, so by the spectrum alone the forward looks worst, and a failed
+    assertion in a test that runs the forward and the sinusoidal table would be blamed on the forward."""
+    from tito.grade import Body, ModuleRun, attribute, rows_for
+    from tito.summary import exercises
+
+    module = resolve_module(ROOT, "11")
+
+    def failure(nodeid, message, exception="AssertionError"):
+        return {"nodeid": nodeid, "when": "call", "exception": exception, "message": [message],
+                "raised_in": None, "raised_through": [], "check": None, "line": None, "values": None}
+
+    forward, backward = "EmbeddingBackward.forward", "EmbeddingBackward.backward"
+    table, lookup = "create_sinusoidal_embeddings", "Embedding.forward"
+    tests = {f"t_backward_{n}": {"outcome": "failed", "executed": [forward, backward]} for n in range(3)}
+    tests |= {"t_manual": {"outcome": "failed", "executed": [forward, lookup, table]},
+              "t_table": {"outcome": "failed", "executed": [table]},
+              "t_lookup": {"outcome": "passed", "executed": [forward, lookup]}}
+    failures = [failure(f"t_backward_{n}", "Misconception: repeated ids: row 3 received 1 of its 3 gradient rows",
+                        "Misconception") for n in range(3)]
+    failures += [failure("t_manual", "AssertionError: position 0 is [0, 1, 0, 1, ...]"),
+                 failure("t_table", "Misconception: sin and cos swapped: column 2i is sin", "Misconception")]
+    chosen = exercises(ROOT, [module])
+    run = ModuleRun(module, chosen, {e.name: Body("code", "...") for e in chosen}, tests=tests, failures=failures)
+    groups = attribute(run)
+    assert {name: len(group) for name, group in groups.items()} == {backward: 3, table: 2}
+    rows = {row.exercise: row for row in rows_for("bob", run)}
+    assert (rows[backward].status, rows[backward].misconception) == ("failed", "repeated-ids-lost")
+    assert (rows[table].status, rows[table].misconception) == ("failed", "sin-cos-swapped")
+    assert rows[forward].status == rows[lookup].status == "passed"
