@@ -296,15 +296,15 @@ def module_bodies(root: Path, module: Module, learner: Learner) -> dict[str, Bod
 # The instructor's notebook with the learner's code in it
 
 
-def _fill(source: str, blocks: list[SolutionBlock], bodies: dict[str, Body], timed_out: set[str]) -> str:
+def _fill(source: str, blocks: list[SolutionBlock], bodies: dict[str, Body], replaced: dict[str, str]) -> str:
     """`source` (a dev cell) with each block's reference solution replaced by the learner's body, or by the
-    release's stub; the markers stay, so the exported file still shows where the exercises are."""
+    release's stub, or (`replaced`: exercise -> why) by a line that raises saying why it is not run again;
+    the markers stay, so the exported file still shows where the exercises are."""
     lines = source.splitlines()
     for block in sorted(blocks, key=lambda b: b.begin_line, reverse=True):
         body = bodies.get(block.function, Body("stub"))
-        if block.function in timed_out:
-            text = [f'{block.indent}raise TimeoutError("{block.function}: ran past the time limit in an '
-                    f'earlier check; not run again")']
+        if block.function in replaced:
+            text = [f'{block.indent}raise RuntimeError({f"{block.function}: {replaced[block.function]}; not run again"!r})']
         elif body.kind == "code":
             text = textwrap.indent(body.text, block.indent, lambda line: True).splitlines()
         else:
@@ -313,10 +313,10 @@ def _fill(source: str, blocks: list[SolutionBlock], bodies: dict[str, Body], tim
     return "\n".join(lines) + ("\n" if source.endswith("\n") else "")
 
 
-def filled_notebook(dev: Path, bodies: dict[str, Body], timed_out: set[str] = frozenset()) -> dict:
+def filled_notebook(dev: Path, bodies: dict[str, Body], replaced: dict[str, str] | None = None) -> dict:
     """The dev notebook with the learner's code in its solution blocks. A block whose code makes its cell
     invalid Python becomes an error (its body is then the stub); outputs are cleared."""
-    notebook = read_notebook(dev)
+    notebook, replaced = read_notebook(dev), replaced or {}
     by_cell: dict[int, list[SolutionBlock]] = {}
     for block in solution_blocks(notebook, dev.name):
         by_cell.setdefault(block.cell_number, []).append(block)
@@ -326,19 +326,19 @@ def filled_notebook(dev: Path, bodies: dict[str, Body], timed_out: set[str] = fr
         if number not in by_cell:
             continue
         source = cell_source(cell)
-        filled = _fill(source, by_cell[number], bodies, timed_out)
+        filled = _fill(source, by_cell[number], bodies, replaced)
         try:
             ast.parse(filled)
         except SyntaxError:
             for block in by_cell[number]:
                 alone = {name: body for name, body in bodies.items() if name == block.function}
                 try:
-                    ast.parse(_fill(source, by_cell[number], alone, timed_out))
+                    ast.parse(_fill(source, by_cell[number], alone, replaced))
                 except SyntaxError as error:
                     bodies[block.function] = Body("error", note=f"SyntaxError: {error.msg} (line "
                                                   f"{(error.lineno or block.begin_line) - block.begin_line} of "
                                                   f"the solution)")
-            filled = _fill(source, by_cell[number], bodies, timed_out)
+            filled = _fill(source, by_cell[number], bodies, replaced)
         cell["source"] = filled
     return notebook
 
@@ -458,13 +458,14 @@ class Grader:
 
     def _prepare(self, run: ModuleRun, pristine: Path, deadline: float) -> bool:
         """The learner's code into the pristine copy's dev notebooks, exported into its package."""
-        timed_out = set(run.timed_out)
+        replaced = {name: "ended the test process in an earlier check" for name in run.crashed}
+        replaced |= {name: "ran past the time limit in an earlier check" for name in run.timed_out}
         paths = []
         for dev in run.module.notebooks:
             if not dev.is_file():
                 continue
             target = pristine / dev.relative_to(self.root)
-            write_notebook(filled_notebook(dev, run.bodies, timed_out), target)
+            write_notebook(filled_notebook(dev, run.bodies, replaced), target)
             paths.append(str(target))
         env = _learner_env(pristine)
         code, errors = _run([sys.executable, "-c", _EXPORT_CODE, *paths], pristine, env, deadline - time.monotonic())
@@ -559,8 +560,10 @@ class Grader:
             else:
                 how = f"the test process ended during this check ({_ended(code)})"
                 self._add_crash(run, started, blamed, "crash", how)
-                if blamed is not None:
-                    run.crashed.setdefault(blamed, how)
+                if blamed is not None and blamed not in run.crashed:
+                    run.crashed[blamed] = f"{started.split('::')[-1]}: {how}"
+                    if not self._prepare(run, pristine, deadline):   # its other checks now fail at once
+                        return
             if collected_now is not None and set(collected_now) <= done:
                 return
 

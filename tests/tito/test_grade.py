@@ -3,10 +3,13 @@
 * `complete` pasted every solution (notebook where `tito module start` leaves it, release/02_activations/);
 * `mistakes` made two of the catalogue's mistakes (tito/misconceptions/activations.py), the rest right
   (notebook as `tito module release --out` writes it, 02_activations/);
-* `hostile` wrote right code for three exercises and, in the others, an infinite loop, `sys.exit`, `os._exit`,
-  and an attempt to rewrite the checks and delete files in every repository it can find from inside its
-  process (its environment, sys.path, its working directory and the parents of both), plus 30 MB of output
-  (a loose notebook, activations.ipynb).
+* `hostile` (a loose notebook, activations.ipynb) tries, in its first check (ReLU.forward), to rewrite the
+  checks and delete the package of every repository it can find from inside its process (its environment,
+  sys.path, its working directory and the parents of all three; it writes what it found to a witness file),
+  prints 30 MB (Sigmoid.forward), calls `os._exit` (Tanh.forward), loops forever (GELU.forward) and calls
+  `sys.exit` (Softmax.forward) and kills its own process (LogSoftmax.forward). Expected: ReLU and Sigmoid
+  passed (its attack reached only its own copy, which is restored before the checks after the hang), Tanh,
+  Softmax and LogSoftmax error, GELU timeout.
 
 The instructor's repository is a temporary copy of this one (the hostile learner must not reach it, but if
 it did, only the copy would suffer); it is hashed before and after. The grade runs `bin/tito grade` as an
@@ -61,6 +64,7 @@ return x.relu()
     "Sigmoid.forward": 'if not hasattr(Sigmoid, "said"):\n    Sigmoid.said = print("x" * 30_000_000)\nreturn x.sigmoid()',
     "GELU.forward": "while True:\n    pass",
     "Softmax.forward": "import sys\nsys.exit(3)",
+    "LogSoftmax.forward": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)",
     "Tanh.forward": "import os\nos._exit(7)",
 }
 
@@ -161,11 +165,12 @@ def test_the_hostile_learner_gets_a_timeout_errors_and_passes_and_harms_nobody(g
     assert graded["witness"], "the hostile learner's file attack never ran"
     assert all("tito-grade-learner-" in place for place in graded["witness"]), graded["witness"]
     assert statuses == {"ReLU.forward": "passed", "Sigmoid.forward": "passed", "Tanh.forward": "error",
-                        "GELU.forward": "timeout", "Softmax.forward": "error", "LogSoftmax.forward": "passed"}, \
+                        "GELU.forward": "timeout", "Softmax.forward": "error", "LogSoftmax.forward": "error"}, \
         graded["text"]
     assert "SystemExit" in table["Softmax.forward"]["first_failure"]
     assert "os._exit" in table["Tanh.forward"]["first_failure"]
     assert "4 s" in table["GELU.forward"]["first_failure"]
+    assert "SIGKILL" in table["LogSoftmax.forward"]["first_failure"]
     # Nothing outside its temporary copy changed: the instructor's repository, the other learners' work.
     assert graded["after"] == graded["before"], "the instructor's repository changed during grading"
     assert not (graded["instructor"] / "HACKED").exists()
@@ -178,7 +183,7 @@ def test_the_summary_is_ascii_and_names_what_failed(graded):
     assert text.isascii()
     assert "[OK] complete: 02_activations 6/6 passed" in text
     assert "[FAIL] mistakes: 02_activations 4/6 passed (2 failed)" in text
-    assert "[FAIL] hostile: 02_activations 3/6 passed (1 timeout, 2 error)" in text
+    assert "[FAIL] hostile: 02_activations 2/6 passed (1 timeout, 3 error)" in text
     assert "ReLU.forward" in text.split("Per exercise")[1]
     assert graded["process"].stdout.decode("ascii")          # the terminal got it too, in ASCII (PYTHONIOENCODING)
 
