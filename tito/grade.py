@@ -17,7 +17,8 @@ files (the instructor's, as `tito test --module` runs them) run in that copy. Th
 code and markdown are ignored. A block the learner did not write is a stub, a block that is not valid
 Python is an error: either gets the release's stub, never the reference code, and the other blocks are
 still graded. Each failing check is attributed to an exercise as the learner's summary attributes it
-(`tito.summary.attribute`); the exercise's status is
+(`tito.summary.attribute`), with two corrections for learners with several mistakes (`attribute` below);
+the exercise's status is
 
     passed    no check attributed to it failed
     failed    a check attributed to it failed
@@ -25,8 +26,10 @@ still graded. Each failing check is attributed to an exercise as the learner's s
     timeout   a check running it ran past --test-timeout, or the learner's --timeout ran out first
     error     its code is not valid Python, or it ended the process (sys.exit, os._exit, a crash)
 
-and when it failed, the misconception catalogue (`tito/misconceptions/<module>.py`) names the mistake whose
-`says` words appear in its failures' messages.
+and when it failed, the misconception catalogue (`tito/misconceptions/<module>.py`) names the mistake a
+check recognised by name (`Misconception: <says>: ...`), else the mistakes whose `says` words appear in its
+failures' messages. (Matching a learner's code to the catalogue's wrong implementations by behaviour is
+not done: it needs a run of the checks per mistake.)
 
 Output: DIR/grades.csv (learner, module, exercise, status, misconception, first_failure) and
 DIR/summary.txt (ASCII), the summary also printed. DIR defaults to FOLDER-grades next to FOLDER.
@@ -40,18 +43,22 @@ before every test process, so a learner who deletes or rewrites the copy's tests
 change the checks that follow. Each test has a time limit (--test-timeout, enforced inside the process by
 faulthandler's watchdog thread, which also names the exercise that hung), each learner a total time limit
 (--timeout; the whole process group is killed with SIGKILL when it runs out, and always at the end, so
-nothing it started is left running); an exercise that hung once is replaced by a stub that raises, so its
-other checks fail fast instead of hanging in turn. `os._exit` and `os.abort` raise `SystemExit` in the
+nothing it started in that group is left running). `os._exit` and `os.abort` raise `SystemExit` in the
 test process; a process that ends anyway (a signal, `posix._exit`) loses only the test it was running, and
-the run resumes after it. Output goes to /dev/null (huge output costs time, not memory or disk), and the
-test process may write no file larger than 64 MB (RLIMIT_FSIZE). The instructor's repository is hashed
-before and after each learner; a change is reported and makes the command fail.
+the run resumes after it. An exercise that hung or ended the process once is replaced by a line that
+raises, so its other checks fail at once instead of hanging or crashing in turn. Standard output goes to
+/dev/null (huge output costs time, not memory or disk), and the test process may write no file larger
+than 64 MB (RLIMIT_FSIZE). Learners are graded one after another. The instructor's files that grading
+reads (settings, package, tests, modules, tito) are hashed before and after each learner; a change is
+reported and makes the command fail.
 
 This is not a security sandbox. The learner's code runs as the same user, with the same file system and
 network: code written to do harm on purpose can read or write any file that user can (the instructor's
 repository included, if it finds the path, e.g. through /proc), start processes in a new session that
-outlive the process group, use up memory, or change in memory what the checks see (monkeypatching NumPy,
-writing the grader's progress file). Grade untrusted code inside a container or a throwaway account.
+outlive the process group, use up memory or the network, or change in memory what the checks see
+(monkeypatching NumPy, writing the grader's progress file). The Python that runs the checks is the
+instructor's: if its virtual environment lives inside the repository (`.venv/`), sys.path shows the
+repository's path. Grade untrusted code inside a container or a throwaway account.
 """
 from __future__ import annotations
 
@@ -76,10 +83,10 @@ from pathlib import Path
 
 from tito import summary, ui
 from tito.release import (
-    _MARKER_LIKE, STUB_SUFFIX, ReleaseError, SolutionBlock, _functions_by_line, cell_source, read_notebook,
+    _MARKER_LIKE, SolutionBlock, _functions_by_line, cell_source, read_notebook,
     release_notebook, solution_blocks, write_notebook,
 )
-from tito.repo import Module, RepoError, Settings, discover_modules, module_test_files, package_file, resolve_module
+from tito.repo import Module, RepoError, Settings, discover_modules, module_test_files, resolve_module
 
 EXIT_OK, EXIT_FAILED = 0, 1
 STATUSES = ("passed", "failed", "stub", "timeout", "error")
@@ -443,6 +450,9 @@ class Grader:
         run = ModuleRun(module, summary.exercises(self.root, [module]), dict(bodies))
         if not run.exercises or all(body.kind != "code" for body in bodies.values()):
             return run                                # nothing of theirs to run
+        if time.monotonic() >= deadline:
+            run.out_of_time = True
+            return run
         # Three folders: the grader's files (named in the test process's environment), the pristine copy
         # (named nowhere the learner's code can see), and the learner's working copy.
         with tempfile.TemporaryDirectory(prefix="tito-grade-", ignore_cleanup_errors=True) as scratch_name, \
@@ -740,10 +750,10 @@ def rows_for(learner: str, run: ModuleRun) -> list[Row]:
                 matched = match_misconceptions(run.module, name, group)
                 row.misconception = "; ".join(mistake.name for mistake in matched)
                 row.explanation = " / ".join(mistake.misconception for mistake in matched)
-        elif run.problem:
-            row.status, row.first_failure = "error", run.problem[:MAX_LINE]
         elif run.out_of_time:
             row.status, row.first_failure = "timeout", "the learner's time limit ran out before its checks ended"
+        elif run.problem:
+            row.status, row.first_failure = "error", run.problem[:MAX_LINE]
         elif name not in executed:
             row.first_failure = "(no check ran it)"
         rows.append(row)

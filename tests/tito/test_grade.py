@@ -303,3 +303,26 @@ def test_with_two_mistakes_a_failure_is_not_blamed_on_an_exercise_that_only_ran_
     assert (rows[backward].status, rows[backward].misconception) == ("failed", "repeated-ids-lost")
     assert (rows[table].status, rows[table].misconception) == ("failed", "sin-cos-swapped")
     assert rows[forward].status == rows[lookup].status == "passed"
+
+
+def test_a_run_past_its_time_limit_is_killed_with_everything_it_started(tmp_path):
+    import os
+
+    from tito.grade import _run
+
+    pid_file = tmp_path / "pid"
+    code = ("import subprocess, sys, time\n"
+            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+            f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+            "time.sleep(120)\n")
+    started = time.monotonic()
+    returncode, _ = _run([sys.executable, "-c", code], tmp_path, dict(os.environ), 3)
+    assert returncode is None and time.monotonic() - started < 30
+    child = int(pid_file.read_text())
+    for _ in range(50):                                    # killed, then reaped by init
+        status = Path(f"/proc/{child}/status")
+        if not status.exists() or "\nState:\tZ" in status.read_text():
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the grandchild {child} outlived its process group's time limit")
