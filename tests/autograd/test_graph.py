@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tests.autograd.test_autograd import SparseGather
-from tinytorch.core.graph import draw_graph
+from tinytorch.core.graph import draw_graph, layer_ranks
 from tinytorch.core.tensor import Tensor
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -133,6 +133,28 @@ def test_a_deep_graph_is_walked_without_recursion():
         y = y + 1.0
     graph = draw_graph(y)
     assert len(graph.nodes) == 1 + 3000 * 3 and len(graph.edges) == 3000 * 3
+
+
+def test_layer_ranks_of_the_leaf_c_by_hand():
+    "(a * b + c).sum(), ranks worked out by hand: c sits beside a*b, just above the AddBackward that uses it."
+    a, b, c = (Tensor([1.0], requires_grad=True) for _ in range(3))
+    out = (a * b + c).sum()
+    graph = draw_graph(out)
+    ranks = layer_ranks([n.id for n in graph.nodes], graph.edges)
+    by_tensor = {name: ranks[graph.node_for(t).id] for name, t in {"a": a, "b": b, "c": c, "out": out}.items()}
+    assert by_tensor == {"a": 0, "b": 0, "c": 2, "out": 6}
+    assert sorted(ranks[n.id] for n in graph.nodes if n.kind == "op") == [1, 3, 5]
+
+
+def test_every_arrow_points_down_on_a_layer():
+    from tinytorch.core.layers import Linear
+    layer = Linear(3, 4)
+    x = Tensor(np.ones((2, 3)), requires_grad=True)
+    hidden = layer(x).relu()
+    graph = draw_graph((hidden * hidden + x.sum()).mean())
+    ranks = layer_ranks([n.id for n in graph.nodes], graph.edges)
+    assert all(ranks[t] > ranks[s] for s, t in graph.edges)
+    assert min(ranks.values()) == 0
 
 
 @pytest.mark.parametrize("value", [np.ones(3), [1.0, 2.0], 3.0, None])

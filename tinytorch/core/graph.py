@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['MAX_ROWS_SHOWN', 'MAX_VALUES_SHOWN', 'FONT_SIZE', 'CHAR_WIDTH', 'LINE_HEIGHT', 'PAD', 'GAP_X', 'GAP_Y', 'STYLE',
-           'GraphNode', 'Graph', 'draw_graph']
+           'GraphNode', 'layer_ranks', 'Graph', 'draw_graph']
 
 # %% ../../modules/05_autograd/graph_dev.ipynb #dbdfec25
 from dataclasses import dataclass
@@ -93,24 +93,51 @@ STYLE = {  # fill colours: leaves that learn, tensors that do not, intermediate 
     "leaf": "#dbeafe", "constant": "#f3f4f6", "tensor": "#ffffff", "op": "#fef3c7"}
 
 
-def _ranks(nodes, edges):
-    "node id -> layer: ops and results below their inputs; a leaf just above the first op that uses it."
-    preds, succs = {n.id: [] for n in nodes}, {n.id: [] for n in nodes}
+def _neighbours(node_ids, edges):
+    "(predecessors, successors): node id -> list of the ids with an edge into it / out of it."
+    preds, succs = {i: [] for i in node_ids}, {i: [] for i in node_ids}
     for source, target in edges:
         preds[target].append(source)
         succs[source].append(target)
+    return preds, succs
+
+
+def layer_ranks(node_ids, edges):
+    """node id -> layer (0 at the top) for a graph whose `node_ids` come inputs first: every edge points down.
+
+    TODO: give each node the layer it is drawn in.
+
+    APPROACH:
+    1. `preds, succs = _neighbours(node_ids, edges)`.
+    2. Walk `node_ids` in order (each node after its inputs): a node with no predecessors is at 0, any other
+       one layer below its *lowest* predecessor: 1 + the largest of their ranks (the longest path to it).
+    3. Then move each leaf (no predecessors, at least one successor) down to just above the first node that
+       uses it: the smallest rank among its successors, minus 1.
+
+    EXAMPLE:
+    (a * b + a).sum(): a 0, b 0, MulBackward 1, a*b 2, AddBackward 3, a*b+a 4, SumBackward 5, the sum 6;
+    in (a * b + c).sum() the leaf c moves down to 2, beside a*b, just above AddBackward.
+
+    HINTS:
+    - The largest, not the smallest: AddBackward's inputs a*b (2) and a (0) put it at 3, below both.
+    - Step 3 never moves a leaf below a user of it, since each successor's rank is larger than step 2's 0.
+    """
+    ### BEGIN SOLUTION
+    preds, succs = _neighbours(node_ids, edges)
     rank = {}
-    for node in nodes:                      # nodes come inputs first, so preds are ranked already
-        rank[node.id] = max((rank[p] + 1 for p in preds[node.id]), default=0)
-    for node in nodes:
-        if not preds[node.id] and succs[node.id]:
-            rank[node.id] = min(rank[s] for s in succs[node.id]) - 1
-    return rank, preds
+    for node_id in node_ids:
+        rank[node_id] = max((rank[p] + 1 for p in preds[node_id]), default=0)
+    for node_id in node_ids:
+        if not preds[node_id] and succs[node_id]:
+            rank[node_id] = min(rank[s] for s in succs[node_id]) - 1
+    return rank
+    ### END SOLUTION
 
 
 def _layout(nodes, edges):
     "node id -> (x, y, width, height) of its box, and the drawing's (width, height)."
-    rank, preds = _ranks(nodes, edges)
+    rank = layer_ranks([n.id for n in nodes], edges)
+    preds, _ = _neighbours(rank, edges)
     size = {n.id: (max(len(line) for line in n.lines) * CHAR_WIDTH + 2 * PAD + (16 if n.kind == "op" else 0),
                    len(n.lines) * LINE_HEIGHT + 2 * PAD) for n in nodes}
     layers = {}
