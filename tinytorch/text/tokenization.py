@@ -6,7 +6,7 @@
 __all__ = ['WORD_PATTERN', 'BYTE_VOCAB_SIZE', 'GPT2_SPLIT_PATTERN', 'FALLBACK_SPLIT_PATTERN', 'PRETOKENIZER_ENGINE',
            'BPE_CHUNK_PATTERN', 'TOKENIZER_FORMAT', 'TOKENIZER_FORMAT_VERSION', 'TOKENIZER_TYPES', 'Tokenizer',
            'CharTokenizer', 'WordTokenizer', 'split_pattern', 'count_pairs', 'merge_pair', 'most_frequent_pair',
-           'bytes_to_unicode', 'BPETokenizer', 'save_tokenizer', 'load_tokenizer']
+           'learn_merges', 'bytes_to_unicode', 'BPETokenizer', 'save_tokenizer', 'load_tokenizer']
 
 # %% ../../modules/10_tokenization/tokenization_dev.ipynb #8f1933c7
 import json
@@ -235,7 +235,10 @@ BYTE_VOCAB_SIZE = 256  # the base alphabet: one token per possible byte value
 GPT2_SPLIT_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 # The same with the standard `re`: a letter is a word character that is neither a digit nor "_"; a number
 # is a decimal digit. Other numerals (², ½, Ⅻ) count as letters here, where \p{N} counts them as numbers.
-FALLBACK_SPLIT_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?[^\W\d_]+| ?\d+| ?(?:[^\s\w]|_)+|\s+(?!\S)|\s+"""
+# Whitespace is spelled out as Unicode's White_Space (what `regex` means by \s): `re`'s \s adds \x1c-\x1f.
+_WS = r"\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+FALLBACK_SPLIT_PATTERN = (rf"""'s|'t|'re|'ve|'m|'ll|'d| ?[^\W\d_]+| ?\d+| ?(?:[^\w{_WS}]|_)+"""
+                          rf"""|[{_WS}]+(?![^{_WS}])|[{_WS}]+""")
 
 
 def split_pattern(engine: Optional[str] = None):
@@ -311,7 +314,7 @@ def merge_pair(ids: Sequence[int], pair: Tuple[int, int], new_id: int) -> Tuple[
     return tuple(merged)
     ### END SOLUTION
 
-# %% ../../modules/10_tokenization/tokenization_dev.ipynb #9d2ad30d
+# %% ../../modules/10_tokenization/tokenization_dev.ipynb #33388354
 def most_frequent_pair(pair_counts: Dict[Tuple[int, int], int], vocab: Sequence[bytes]) -> Tuple[int, int]:
     """The pair to merge next: the greatest count; ties go to the greatest `(vocab[left], vocab[right])`.
 
@@ -340,6 +343,69 @@ def most_frequent_pair(pair_counts: Dict[Tuple[int, int], int], vocab: Sequence[
     top = max(pair_counts.values())
     return max((pair for pair, count in pair_counts.items() if count == top),
                key=lambda pair: (vocab[pair[0]], vocab[pair[1]]))
+    ### END SOLUTION
+
+# %% ../../modules/10_tokenization/tokenization_dev.ipynb #6a0f6b68
+def learn_merges(word_counts: Dict[Tuple[int, ...], int], num_merges: int) -> List[Tuple[int, int]]:
+    """Up to `num_merges` merges learned from `word_counts` (pre-token as byte ids -> how often it occurs):
+    each the most frequent pair (`most_frequent_pair`), merged into id 256, 257, ...; fewer if no pairs are left.
+
+    TODO: return the merges (pairs of ids, in the order learned), keeping the pair counts up to date
+    instead of recounting them every step.
+
+    APPROACH:
+    1. `words`: the distinct pre-tokens (`list(word_counts)`), `counts` their counts; `pair_counts`
+       = `count_pairs(word_counts)`; `where[pair]`: the set of indices of the words holding `pair`
+       (a `defaultdict(set)`); `vocab`: the 256 single bytes (`bytes([b])`).
+    2. For each `new_id` from 256 on, `num_merges` times (stop early when `pair_counts` is empty):
+       a. `pair = most_frequent_pair(pair_counts, vocab)`; append it to `merges`, and its bytes
+          `vocab[left] + vocab[right]` to `vocab`;
+       b. for each index in `where.pop(pair, ())`: `merged = merge_pair(word, pair, new_id)`; if it is no
+          shorter, skip it (the pair left this word in an earlier merge); else subtract the word's
+          count from each of its old pairs (delete a pair whose count reaches 0), add it to each pair of
+          `merged`, put the index in `where` for those pairs, and store `merged` in `words`.
+    3. Return `merges`.
+
+    EXAMPLE:
+    learn_merges({tuple(b"aaabdaaabac"): 1}, 3) -> [(97, 97), (256, 97), (257, 98)]
+    learn_merges({tuple(b"ab"): 1, tuple(b" ab"): 2, tuple(b" cd"): 1}, 2) -> [(97, 98), (32, 256)]
+
+    HINTS:
+    - Only the words holding the merged pair change: recounting every pair of every word each step
+      gives the same merges, 10 to 100 times slower.
+    - Carry each word's count: a pre-token seen 10 times moves each of its pairs' counts by 10.
+    """
+    if not isinstance(num_merges, int) or num_merges < 0:
+        raise ValueError(f"num_merges must be an int >= 0, got {num_merges!r}")
+    ### BEGIN SOLUTION
+    words, counts = list(word_counts), list(word_counts.values())
+    pair_counts = count_pairs(word_counts)
+    where = defaultdict(set)
+    for index, word in enumerate(words):
+        for pair in zip(word, word[1:]):
+            where[pair].add(index)
+    vocab = [bytes([byte]) for byte in range(BYTE_VOCAB_SIZE)]
+    merges = []
+    for new_id in range(BYTE_VOCAB_SIZE, BYTE_VOCAB_SIZE + num_merges):
+        if not pair_counts:
+            break  # every pre-token is already a single token
+        best = most_frequent_pair(pair_counts, vocab)
+        merges.append(best)
+        vocab.append(vocab[best[0]] + vocab[best[1]])
+        for index in where.pop(best, ()):
+            word, count = words[index], counts[index]
+            merged = merge_pair(word, best, new_id)
+            if len(merged) == len(word):
+                continue  # the pair left this word in an earlier merge
+            for pair in zip(word, word[1:]):
+                pair_counts[pair] -= count
+                if pair_counts[pair] <= 0:
+                    del pair_counts[pair]
+            for pair in zip(merged, merged[1:]):
+                pair_counts[pair] += count
+                where[pair].add(index)
+            words[index] = merged
+    return merges
     ### END SOLUTION
 
 # %% ../../modules/10_tokenization/tokenization_dev.ipynb #c04d8d52
@@ -508,35 +574,11 @@ class BPETokenizer(Tokenizer):
 
     @classmethod
     def train(cls, text: str, vocab_size: int, special_tokens: Optional[Sequence[str]] = None) -> "BPETokenizer":
-        """Learn `vocab_size - 256 - len(special_tokens)` merges from `text` (fewer if no pairs are left).
+        """Learn `vocab_size - 256 - len(special_tokens)` merges from `text` (fewer if no pairs are left):
+        the special tokens are cut out, the rest split into GPT-2 pre-tokens and counted, then `learn_merges`.
+        The special tokens get the last ids.
 
-        Each step merges the most frequent neighbouring pair (ties: `most_frequent_pair`). Special tokens
-        are cut out of the text first and get the last ids.
-
-        TODO: after the checks and the pre-token counts (given), learn the merges and return
-        `cls(merges, specials)`. Keep the pair counts up to date instead of recounting every step.
-
-        APPROACH:
-        1. `words`: the distinct pre-tokens' ids (`list(word_counts)`), `counts` their counts; `pair_counts`
-           = `count_pairs(word_counts)`; `where[pair]`: the set of indices of the words holding `pair`
-           (a `defaultdict(set)`); `vocab`: the 256 single bytes.
-        2. For each `new_id` from 256 on, `num_merges` times (stop early when `pair_counts` is empty):
-           a. `pair = most_frequent_pair(pair_counts, vocab)`; append it to `merges`, and its bytes
-              `vocab[left] + vocab[right]` to `vocab`;
-           b. for each index in `where.pop(pair)`: `merged = merge_pair(word, pair, new_id)`; if it is no
-              shorter, skip it (the pair left this word in an earlier merge); else subtract the word's
-              count from each of its old pairs (delete a pair whose count reaches 0), add it to each pair of
-              `merged`, put the index in `where` for those pairs, and store `merged` in `words`.
-        3. `return cls(merges, specials)`: the constructor builds `vocab`, `merge_rank` and the specials.
-
-        EXAMPLE:
-        BPETokenizer.train("aaabdaaabac", 259).merges -> [(97, 97), (256, 97), (257, 98)]
-
-        HINTS:
-        - Only the words holding the merged pair change: recounting every pair of every word each step
-          gives the same merges, 10 to 100 times slower.
-        - Carry each word's count: a pre-token seen 10 times adds 10 to each of its pairs.
-        """
+        BPETokenizer.train("aaabdaaabac", 259).merges -> [(97, 97), (256, 97), (257, 98)]"""
         _require_utf8_text(text)
         specials = _special_list(special_tokens)
         smallest = BYTE_VOCAB_SIZE + len(specials)
@@ -546,37 +588,7 @@ class BPETokenizer(Tokenizer):
                              f"byte tokens{plus}; choose vocab_size >= {smallest}")
         pattern = cls(special_tokens=specials)._special_pattern
         word_counts = _pretoken_counts(text, pattern)  # pre-token bytes -> how often it occurs
-        num_merges = vocab_size - smallest
-        ### BEGIN SOLUTION
-        words, counts = list(word_counts), list(word_counts.values())
-        pair_counts = count_pairs(word_counts)
-        where = defaultdict(set)
-        for index, word in enumerate(words):
-            for pair in zip(word, word[1:]):
-                where[pair].add(index)
-        vocab = [bytes([byte]) for byte in range(BYTE_VOCAB_SIZE)]
-        merges = []
-        for new_id in range(BYTE_VOCAB_SIZE, BYTE_VOCAB_SIZE + num_merges):
-            if not pair_counts:
-                break  # every pre-token is already a single token
-            best = most_frequent_pair(pair_counts, vocab)
-            merges.append(best)
-            vocab.append(vocab[best[0]] + vocab[best[1]])
-            for index in where.pop(best):
-                word, count = words[index], counts[index]
-                merged = merge_pair(word, best, new_id)
-                if len(merged) == len(word):
-                    continue  # the pair left this word in an earlier merge
-                for pair in zip(word, word[1:]):
-                    pair_counts[pair] -= count
-                    if not pair_counts[pair]:
-                        del pair_counts[pair]
-                for pair in zip(merged, merged[1:]):
-                    pair_counts[pair] += count
-                    where[pair].add(index)
-                words[index] = merged
-        return cls(merges, specials)
-        ### END SOLUTION
+        return cls(learn_merges(word_counts, vocab_size - smallest), specials)
 
     @property
     def vocab_size(self) -> int: return len(self.vocab)
