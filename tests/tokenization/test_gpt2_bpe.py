@@ -9,7 +9,7 @@ import sys
 import tracemalloc
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tinytorch.text.tokenization import (
@@ -17,10 +17,12 @@ from tinytorch.text.tokenization import (
     BYTE_VOCAB_SIZE,
     PRETOKENIZER_ENGINE,
     BPETokenizer,
+    bytes_to_unicode,
     learn_merges,
     load_tokenizer,
     merge_pair,
     most_frequent_pair,
+    special_token_pattern,
     split_pattern,
 )
 
@@ -69,8 +71,9 @@ def naive_merges(text, vocab_size, specials=()):
     return merges
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def trained():
+    "Trained afresh for each test (16 ms), so each test runs the code it depends on."
     return BPETokenizer.train(CORPUS, vocab_size=BYTE_VOCAB_SIZE + 200 + len(SPECIALS), special_tokens=SPECIALS)
 
 
@@ -93,9 +96,9 @@ def write_gpt2_files(tokenizer, folder):
     return vocab_path, merges_path, ranks, specials
 
 
-@pytest.fixture(scope="module")
-def gpt2_files(trained, tmp_path_factory):
-    return write_gpt2_files(trained, tmp_path_factory.mktemp("gpt2"))
+@pytest.fixture
+def gpt2_files(trained, tmp_path):
+    return write_gpt2_files(trained, tmp_path)
 
 
 # ---------------------------------------------------------------- pre-tokenisation
@@ -249,6 +252,19 @@ def test_overlapping_special_tokens_resolve_longest_first():
     assert tokenizer.decode(ids) == "Hi<|endoftext|><|endoftext|><|endoftext|>"
 
 
+def test_special_token_pattern_escapes_the_tokens_and_puts_the_longest_first():
+    pieces = special_token_pattern(["<|a|>", "<|a|><|a|>", "[x]"]).split("q<|a|><|a|><|a|>[x]x|a")
+    expected = ["q", "<|a|><|a|>", "", "<|a|>", "", "[x]", "x|a"]
+    assert pieces == expected
+    assert special_token_pattern([]) is None
+
+
+def test_bytes_to_unicode_is_gpt2_s_table():
+    table = bytes_to_unicode()
+    expected = gpt2_bytes_to_unicode()
+    assert table == expected
+
+
 def test_without_special_tokens_their_text_is_ordinary_text():
     tokenizer = BPETokenizer()
     ids = tokenizer.encode("<|endoftext|>")
@@ -298,7 +314,7 @@ def test_encode_iterable_is_a_generator_equal_to_encode_over_a_file(trained, tmp
     assert ids == expected
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.integers(1, 9), min_size=1, max_size=40), st.integers(4, 40))
 def test_encode_iterable_equals_encode_wherever_the_pieces_are_cut(trained, cuts, window):
     text = MIXED[:200]
@@ -338,6 +354,43 @@ def test_from_vocab_in_cs336_layout_encodes_as_the_trained_tokenizer(trained):
     expected = trained.encode(MIXED)
     assert ids == expected
     assert rebuilt.special_tokens == trained.special_tokens
+
+
+def cs336_layout(tokenizer):
+    """(vocab, merges) as CS336's train_bpe may return them: the special tokens first (ids 0, 1, ...), then the
+    256 bytes, then the merges' tokens; merges as pairs of bytes."""
+    specials = [token.encode("utf-8") for token in tokenizer.special_tokens]
+    ordinary = [tokenizer.vocab[i] for i in range(tokenizer.vocab_size) if i not in tokenizer.special_tokens.values()]
+    vocab = dict(enumerate(specials + ordinary))
+    merges = [(tokenizer.vocab[left], tokenizer.vocab[right]) for left, right in tokenizer.merges]
+    return vocab, merges
+
+
+@pytest.mark.parametrize("text", [MIXED, "they're 12345 spaced\n\n  lines, Straße 😀😀"])
+def test_from_vocab_with_the_bytes_numbered_elsewhere_gives_the_same_tokens(trained, text):
+    vocab, merges = cs336_layout(trained)
+    rebuilt = BPETokenizer.from_vocab(vocab, merges, special_tokens=SPECIALS)
+    assert rebuilt.byte_ids[0] == len(SPECIALS)
+    tokens = [rebuilt.vocab[i] for i in rebuilt.encode(text)]
+    expected = [trained.vocab[i] for i in trained.encode(text)]
+    assert tokens == expected
+
+
+def hand_made():
+    "A CS336-layout vocabulary written by hand: <|endoftext|> = 0, byte b = b + 1, then ab = 257, abc = 258, ' a' = 259."
+    vocab = {0: b"<|endoftext|>"} | {b + 1: bytes([b]) for b in range(256)} | {257: b"ab", 258: b"abc", 259: b" a"}
+    merges = [(b"a", b"b"), (b"ab", b"c"), (b" ", b"a")]
+    return BPETokenizer.from_vocab(vocab, merges)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("abc", [258]), ("ab", [257]), ("abcab", [258, 257]), ("x", [ord("x") + 1]), ("a abc", [98, 33, 258]),
+    ("a a", [98, 259]), ("é", [0xC3 + 1, 0xA9 + 1]), ("ba", [99, 98]), ("abcabc ab", [258, 258, 33, 257]),
+    ("\n", [11]),
+])
+def test_a_vocabulary_that_numbers_the_bytes_elsewhere_encodes_by_its_own_ids(text, expected):
+    ids = hand_made().encode(text)
+    assert ids == expected
 
 
 def test_gpt2_files_load_to_the_same_tokens_under_gpt2_s_numbering(trained, gpt2_files):

@@ -270,6 +270,18 @@ def test_bpe_encoding_replays_merges_by_rank_not_left_to_right():
     assert tokenizer.encode("abc") == naive_bpe_encode(tokenizer.merges, "abc")
 
 
+@pytest.mark.parametrize("merges, text, expected", [
+    ([(98, 99), (97, 98)], "abc", [97, 256]),                      # bc before ab: a + bc
+    ([(98, 99), (97, 98)], "xabcab", [120, 97, 256, 257]),
+    ([(99, 100), (98, 99), (97, 98)], "abcd", [258, 256]),         # cd first; then ab (b + cd is no merge)
+    ([(97, 98), (98, 99), (256, 99)], "abc", [258]),               # ab, then (ab)c
+    ([(98, 98), (97, 98)], "abbb", [97, 256, 98]),
+])
+def test_bpe_encoding_applies_the_earliest_learned_merge_first(merges, text, expected):
+    ids = BPETokenizer(merges).encode(text)
+    assert ids == expected
+
+
 @pytest.mark.parametrize("text", ["the dog's ball rolls after the black cat.", "barn park dark", "aaaa bbbb ab",
                                   "naïve café 😀"])
 def test_bpe_encoding_matches_applying_the_merges_in_order(bpe, text):

@@ -6,7 +6,8 @@
 __all__ = ['WORD_PATTERN', 'BYTE_VOCAB_SIZE', 'GPT2_SPLIT_PATTERN', 'FALLBACK_SPLIT_PATTERN', 'PRETOKENIZER_ENGINE',
            'BPE_CHUNK_PATTERN', 'TOKENIZER_FORMAT', 'TOKENIZER_FORMAT_VERSION', 'TOKENIZER_TYPES', 'Tokenizer',
            'CharTokenizer', 'WordTokenizer', 'split_pattern', 'count_pairs', 'merge_pair', 'most_frequent_pair',
-           'learn_merges', 'bytes_to_unicode', 'BPETokenizer', 'save_tokenizer', 'load_tokenizer']
+           'learn_merges', 'special_token_pattern', 'bytes_to_unicode', 'BPETokenizer', 'save_tokenizer',
+           'load_tokenizer']
 
 # %% ../../modules/10_tokenization/tokenization_dev.ipynb #8f1933c7
 import json
@@ -314,7 +315,7 @@ def merge_pair(ids: Sequence[int], pair: Tuple[int, int], new_id: int) -> Tuple[
     return tuple(merged)
     ### END SOLUTION
 
-# %% ../../modules/10_tokenization/tokenization_dev.ipynb #1463f6b3
+# %% ../../modules/10_tokenization/tokenization_dev.ipynb #0195f46d
 def most_frequent_pair(pair_counts: Dict[Tuple[int, int], int], vocab: Sequence[bytes]) -> Tuple[int, int]:
     """The pair to merge next: the greatest count; ties go to the greatest `(vocab[left], vocab[right])`.
 
@@ -345,7 +346,7 @@ def most_frequent_pair(pair_counts: Dict[Tuple[int, int], int], vocab: Sequence[
                key=lambda pair: (vocab[pair[0]], vocab[pair[1]]))
     ### END SOLUTION
 
-# %% ../../modules/10_tokenization/tokenization_dev.ipynb #95c9e8d2
+# %% ../../modules/10_tokenization/tokenization_dev.ipynb #28bf37b3
 def learn_merges(word_counts: Dict[Tuple[int, ...], int], num_merges: int) -> List[Tuple[int, int]]:
     """Up to `num_merges` merges learned from `word_counts` (pre-token as byte ids -> how often it occurs):
     each the most frequent pair (`most_frequent_pair`), merged into id 256, 257, ...; fewer if no pairs are left.
@@ -408,17 +409,64 @@ def learn_merges(word_counts: Dict[Tuple[int, ...], int], num_merges: int) -> Li
     return merges
     ### END SOLUTION
 
-# %% ../../modules/10_tokenization/tokenization_dev.ipynb #c04d8d52
+# %% ../../modules/10_tokenization/tokenization_dev.ipynb #a009c6df
+def special_token_pattern(special_tokens: Sequence[str]):
+    """A compiled `re` pattern that finds any of `special_tokens`, the longest first where one starts
+    another, inside one capturing group (so `pattern.split(text)` keeps them); None when there are none.
+
+    TODO: return `re.compile("(tok1|tok2|...)")` with the tokens escaped, the longest first.
+
+    APPROACH:
+    1. Sort the tokens longest first: `sorted(..., key=len, reverse=True)`.
+    2. Escape each with `re.escape` (`|`, `[`, `.` ... are regex syntax).
+    3. Join them with "|" inside one pair of parentheses and `re.compile` the result.
+
+    EXAMPLE:
+    special_token_pattern(["<|a|>", "<|a|><|a|>"]).split("x<|a|><|a|><|a|>")
+        -> ["x", "<|a|><|a|>", "", "<|a|>", ""]
+
+    HINTS:
+    - Without the parentheses `split` drops the tokens it cut at.
+    """
+    if not special_tokens:
+        return None
+    ### BEGIN SOLUTION
+    longest_first = sorted(special_tokens, key=len, reverse=True)
+    return re.compile("(" + "|".join(re.escape(token) for token in longest_first) + ")")
+    ### END SOLUTION
+
+
 def bytes_to_unicode() -> Dict[int, str]:
-    """GPT-2's printable stand-in for each byte (how its vocab.json and merges.txt spell bytes): the 188
-    printable Latin-1 bytes stand for themselves, the other 68 (space, control bytes ...) map to
-    chr(256), chr(257), ... in byte order. So b" the" is written "Ġthe" (space -> "Ġ", U+0120)."""
+    """GPT-2's printable stand-in for each byte, as its vocab.json and merges.txt spell bytes: byte -> char.
+
+    TODO: return a dict of all 256 bytes: the printable ones map to themselves, the others to
+    chr(256), chr(257), ... in byte order.
+
+    APPROACH:
+    1. `printable`: the bytes `ord("!")..ord("~")`, `ord("¡")..ord("¬")` and `ord("®")..ord("ÿ")` (ends included).
+    2. Each printable byte b maps to `chr(b)`.
+    3. Walk the other bytes in increasing order, counting them with `n = 0, 1, 2, ...`: each maps to
+       `chr(256 + n)`.
+
+    EXAMPLE:
+    bytes_to_unicode()[ord("a")] -> "a";  [32] (space) -> "Ġ" (chr(288));  [10] -> "Ċ";  [127] -> "ġ"
+
+    HINTS:
+    - `chr(256 + byte)` is not it: the others are numbered by their place among the others, so byte
+      127, the 34th of them, is chr(256 + 33).
+    """
+    ### BEGIN SOLUTION
     printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    others = [byte for byte in range(BYTE_VOCAB_SIZE) if byte not in printable]
-    return {**{byte: chr(byte) for byte in printable},
-            **{byte: chr(BYTE_VOCAB_SIZE + n) for n, byte in enumerate(others)}}
+    table = {byte: chr(byte) for byte in printable}
+    n = 0
+    for byte in range(BYTE_VOCAB_SIZE):
+        if byte not in table:
+            table[byte] = chr(BYTE_VOCAB_SIZE + n)
+            n += 1
+    return table
+    ### END SOLUTION
 
-
+# %% ../../modules/10_tokenization/tokenization_dev.ipynb #c04d8d52
 def _special_list(special_tokens) -> List[str]:
     "The special tokens as a list of distinct non-empty strs (None: none)."
     if special_tokens is None:
@@ -495,9 +543,7 @@ class BPETokenizer(Tokenizer):
             else:
                 self.special_tokens[token] = len(self.vocab)
                 self.vocab.append(data)
-        longest_first = sorted(self.special_tokens, key=len, reverse=True)  # overlapping: the longest wins
-        self._special_pattern = (re.compile("(" + "|".join(map(re.escape, longest_first)) + ")")
-                                 if longest_first else None)
+        self._special_pattern = special_token_pattern(list(self.special_tokens)) if self.special_tokens else None
         # encode_iterable keeps this many characters back: a special token or a contraction may continue
         self._hold_back = 3 + max(map(len, self.special_tokens), default=0)
         self._cache = {}

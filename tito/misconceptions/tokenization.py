@@ -129,6 +129,33 @@ for new_id in range(BYTE_VOCAB_SIZE, BYTE_VOCAB_SIZE + num_merges):
 return merges
 """),
     Mistake(
+        name="special-tokens-in-given-order", exercise="special_token_pattern",
+        misconception="The special tokens can go into the pattern in any order: but `re` takes the first "
+                      "alternative that matches, so a token that starts a longer one must come after it.",
+        replacement="""
+return re.compile("(" + "|".join(re.escape(token) for token in special_tokens) + ")")
+"""),
+    Mistake(
+        name="special-tokens-unescaped", exercise="special_token_pattern",
+        misconception="A special token is plain text in the pattern: but `<|endoftext|>` holds `|`, which a "
+                      "regex reads as 'or'; escape each token.",
+        replacement="""
+longest_first = sorted(special_tokens, key=len, reverse=True)
+return re.compile("(" + "|".join(longest_first) + ")")
+"""),
+    Mistake(
+        name="others-numbered-by-byte-value", exercise="bytes_to_unicode",
+        misconception="A non-printable byte b becomes chr(256 + b): but the others are numbered by their place "
+                      "among the others (byte 127 is the 34th: chr(256 + 33)).",
+        replacement="""
+printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+table = {byte: chr(byte) for byte in printable}
+for byte in range(BYTE_VOCAB_SIZE):
+    if byte not in table:
+        table[byte] = chr(BYTE_VOCAB_SIZE + byte)
+return table
+"""),
+    Mistake(
         name="encode-merges-left-to-right", exercise="BPETokenizer._encode_chunk",
         misconception="Merges apply where they are found, left to right: but the learned order matters, the "
                       "earliest-learned merge first.",
