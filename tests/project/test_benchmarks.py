@@ -52,3 +52,16 @@ def test_the_floor_times_every_product_of_the_step(bench_transformer, monkeypatc
     bench_transformer.matmul_floor_ms(size, repeat=1)
     per_run = 2 * (6 * 2 + 1)                       # np.matmul calls: the two gradients (the forward uses @)
     assert len(calls) == 2 * per_run                # one untimed run and one timed
+
+
+def test_bench_tokenizer_prints_ours_its_parts_and_the_peer(monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    sys.modules.pop("bench_tokenizer", None)
+    import bench_tokenizer
+    assert bench_tokenizer.main(["--quick", "--merges", "20"]) == 0
+    out = capsys.readouterr().out
+    for row in ("tinytorch BPETokenizer.train", "pre-tokenise and count", "learn_merges", "Hugging Face tokenizers"):
+        assert row in out, row
+    assert "MISSED" not in out and " met" not in out          # a quick run gives no verdict
+    with pytest.raises(SystemExit):
+        bench_tokenizer.main(["--repeat", "0"])

@@ -35,8 +35,6 @@ KNOWN_GAPS = {
     "layers": {"linear-weight-out-in"},                            # forward blamed too
     "losses": {"cross-entropy-log-of-softmax"},                    # blamed on _reduce
     "autograd": {"no-grad-not-restored", "unbroadcast-leading-only", "backward-assigns"},
-    "tokenization": {"encode-drops-unknown", "decode-joins-with-spaces", "train-ties-by-first-seen",
-                     "encode-merges-left-to-right"},
     "embeddings": {"output-not-reshaped", "table-transposed", "forward-drops-padding"},
 }
 

@@ -30,25 +30,42 @@ def bpe():
 
 # ---------------------------------------------------------------- CharTokenizer
 
-def test_char_round_trip_and_one_id_per_character():
+def test_char_encode_gives_one_id_per_character():
     tokenizer = CharTokenizer.from_text(SAMPLE_TEXT)
     ids = tokenizer.encode(SAMPLE_TEXT)
-    assert len(ids) == len(SAMPLE_TEXT)
-    assert tokenizer.decode(ids) == SAMPLE_TEXT
+    expected = [tokenizer.token_to_id[char] for char in SAMPLE_TEXT]
+    assert ids == expected
     assert tokenizer.vocab_size == len(set(SAMPLE_TEXT)) + 1
+
+
+def test_char_decode_joins_the_characters_back_into_the_text():
+    tokenizer = CharTokenizer.from_text(SAMPLE_TEXT)
+    text = tokenizer.decode([tokenizer.token_to_id[char] for char in SAMPLE_TEXT])
+    expected = SAMPLE_TEXT
+    assert text == expected
 
 
 def test_char_vocabulary_is_sorted_after_unk():
     tokenizer = CharTokenizer.from_text("cab")
     assert tokenizer.id_to_token == ["<unk>", "a", "b", "c"]
-    assert tokenizer.encode("abc") == [1, 2, 3]
+    ids = tokenizer.encode("abc")
+    expected = [1, 2, 3]
+    assert ids == expected
 
 
 def test_char_unknown_characters_map_to_unk():
     tokenizer = CharTokenizer.from_text("hello")
-    assert tokenizer.encode("hex!") == [tokenizer.token_to_id["h"], tokenizer.token_to_id["e"], 0, 0]
+    ids = tokenizer.encode("hex!")
+    expected = [tokenizer.token_to_id["h"], tokenizer.token_to_id["e"], 0, 0]
+    assert ids == expected
     assert tokenizer.unk_id == 0
-    assert tokenizer.decode([0, tokenizer.token_to_id["h"]]) == "<unk>h"
+
+
+def test_char_unk_decodes_to_its_token():
+    tokenizer = CharTokenizer.from_text("hello")
+    text = tokenizer.decode([0, tokenizer.token_to_id["h"]])
+    expected = "<unk>h"
+    assert text == expected
 
 
 @pytest.mark.parametrize("bad_id", [5, 99, -1])
@@ -60,7 +77,9 @@ def test_char_decode_out_of_range_names_id_and_range(bad_id):
 
 def test_char_decode_accepts_numpy_ids():
     tokenizer = CharTokenizer.from_text("abc")
-    assert tokenizer.decode(np.array(tokenizer.encode("cab"))) == "cab"
+    text = tokenizer.decode(np.array([3, 1, 2]))
+    expected = "cab"
+    assert text == expected
 
 
 def test_char_rejects_non_text():
@@ -121,10 +140,11 @@ def test_word_decode_out_of_range():
 
 def test_bpe_known_merges_on_tiny_example():
     tokenizer = BPETokenizer.train("aaabdaaabac", vocab_size=259)
-    assert tokenizer.merges[0] == (ord("a"), ord("a"))
-    # after "aa" the pairs (256, a) and (a, b) tie at 2: the smaller pair (a, b) wins
-    assert tokenizer.merges == [(97, 97), (97, 98), (256, 257)]
-    assert [tokenizer.vocab[i] for i in range(256, 259)] == [b"aa", b"ab", b"aaab"]
+    # after "aa" the pairs (256, a) and (a, b) tie at 2: the greater byte pair (b"aa", b"a") wins
+    merges = tokenizer.merges
+    expected = [(97, 97), (256, 97), (257, 98)]
+    assert merges == expected
+    assert [tokenizer.vocab[i] for i in range(256, 259)] == [b"aa", b"aaa", b"aaab"]
     assert tokenizer.encode("aaabdaaabac") == [258, ord("d"), 258, ord("a"), ord("c")]
     assert tokenizer.vocab_size == 259
 
@@ -174,7 +194,8 @@ def test_bpe_chunks_cover_the_text(text):
 
 def test_bpe_compresses_training_like_text(bpe):
     sentence = "the brown dog runs in the park."
-    assert len(bpe.encode(sentence)) < len(sentence.encode("utf-8")) / 2
+    fresh = BPETokenizer.from_dict(bpe.to_dict())     # no pre-tokens remembered from other tests
+    assert len(fresh.encode(sentence)) < len(sentence.encode("utf-8")) / 2
 
 
 def test_bpe_decode_of_a_cut_character_uses_replacement_char():
@@ -202,8 +223,10 @@ def test_merge_pair_returns_a_tuple_and_leaves_unmatched_ids():
 
 def naive_bpe_merges(text, vocab_size):
     """Reference training: every chunk occurrence kept as its own list (no counting of distinct
-    chunks), pairs recounted from scratch each step, the same tie rule (most frequent, then smallest)."""
+    chunks), pairs recounted from scratch each step, the same tie rule (most frequent, then the greatest
+    pair of byte strings)."""
     chunks = [list(chunk.encode("utf-8")) for chunk in BPE_CHUNK_PATTERN.findall(text)]
+    vocab = [bytes([b]) for b in range(BYTE_VOCAB_SIZE)]
     merges = []
     for new_id in range(BYTE_VOCAB_SIZE, vocab_size):
         counts = {}
@@ -212,8 +235,9 @@ def naive_bpe_merges(text, vocab_size):
                 counts[pair] = counts.get(pair, 0) + 1
         if not counts:
             break
-        best = min(counts, key=lambda pair: (-counts[pair], pair))
+        best = max(counts, key=lambda pair: (counts[pair], vocab[pair[0]], vocab[pair[1]]))
         merges.append(best)
+        vocab.append(vocab[best[0]] + vocab[best[1]])
         chunks = [list(merge_pair(ids, best, new_id)) for ids in chunks]
     return merges
 
@@ -233,13 +257,29 @@ def naive_bpe_encode(merges, text):
 
 def test_bpe_training_matches_a_naive_reference_on_repeated_chunks():
     # SAMPLE_TEXT repeats every chunk 10 times: counting distinct chunks must weight them by occurrence
-    assert BPETokenizer.train(SAMPLE_TEXT, vocab_size=330).merges == naive_bpe_merges(SAMPLE_TEXT, 330)
+    merges = BPETokenizer.train(SAMPLE_TEXT, vocab_size=330).merges
+    expected = naive_bpe_merges(SAMPLE_TEXT, 330)
+    assert merges == expected
 
 
 def test_bpe_encoding_replays_merges_by_rank_not_left_to_right():
     tokenizer = BPETokenizer([(98, 99), (97, 98)])   # "bc" was learned before "ab"
-    assert tokenizer.encode("abc") == [97, 256]      # a + bc, not ab + c
+    ids = tokenizer.encode("abc")
+    expected = [97, 256]                             # a + bc, not ab + c
+    assert ids == expected
     assert tokenizer.encode("abc") == naive_bpe_encode(tokenizer.merges, "abc")
+
+
+@pytest.mark.parametrize("merges, text, expected", [
+    ([(98, 99), (97, 98)], "abc", [97, 256]),                      # bc before ab: a + bc
+    ([(98, 99), (97, 98)], "xabcab", [120, 97, 256, 257]),
+    ([(99, 100), (98, 99), (97, 98)], "abcd", [258, 256]),         # cd first; then ab (b + cd is no merge)
+    ([(97, 98), (98, 99), (256, 99)], "abc", [258]),               # ab, then (ab)c
+    ([(98, 98), (97, 98)], "abbb", [97, 256, 98]),
+])
+def test_bpe_encoding_applies_the_earliest_learned_merge_first(merges, text, expected):
+    ids = BPETokenizer(merges).encode(text)
+    assert ids == expected
 
 
 @pytest.mark.parametrize("text", ["the dog's ball rolls after the black cat.", "barn park dark", "aaaa bbbb ab",
