@@ -7,19 +7,19 @@ __all__ = ['ROPE_SCALING_TYPES', 'rope_inv_freq', 'linear_inv_freq', 'dynamic_nt
            'yarn_inv_freq', 'yarn_attention_factor', 'llama3_inv_freq', 'check_rope_scaling', 'rope_frequencies',
            'RopeFrequencies']
 
-# %% ../../modules/12_attention/rope_scaling_dev.ipynb #676502a7
+# %% ../../modules/12_attention/rope_scaling_dev.ipynb #a4e82d12
 import math
 
 import numpy as np
 
 from .validation import flag, is_number, one_of, positive_int, positive_number
 
-# %% ../../modules/12_attention/rope_scaling_dev.ipynb #322f9e63
+# %% ../../modules/12_attention/rope_scaling_dev.ipynb #248e2173
 def rope_inv_freq(dim, base):
     "Plain RoPE's inverse frequencies θ_i = base^(-2i/dim), i = 0 .. dim/2 - 1: float64 (dim/2,), fastest first."
     return float(base) ** (-np.arange(0, dim, 2) / dim)
 
-# %% ../../modules/12_attention/rope_scaling_dev.ipynb #042d29c8
+# %% ../../modules/12_attention/rope_scaling_dev.ipynb #eb1652dc
 def linear_inv_freq(inv_freq, factor):
     """Position interpolation: the frequencies (dim/2,) of RoPE with positions divided by `factor` (>= 1).
 
@@ -40,7 +40,7 @@ def linear_inv_freq(inv_freq, factor):
     return inv_freq / factor
     ### END SOLUTION
 
-# %% ../../modules/12_attention/rope_scaling_dev.ipynb #c15a6c63
+# %% ../../modules/12_attention/rope_scaling_dev.ipynb #d0f6714d
 def dynamic_ntk_inv_freq(dim, base, factor, seq_len, max_position_embeddings):
     """Dynamic NTK frequencies (dim/2,) for a sequence of `seq_len` tokens, trained at `max_position_embeddings`.
 
@@ -66,7 +66,7 @@ def dynamic_ntk_inv_freq(dim, base, factor, seq_len, max_position_embeddings):
     return new_base ** (-np.arange(0, dim, 2) / dim)
     ### END SOLUTION
 
-# %% ../../modules/12_attention/rope_scaling_dev.ipynb #041c30cb
+# %% ../../modules/12_attention/rope_scaling_dev.ipynb #b108f59c
 def yarn_correction_range(dim, base, original_max_position_embeddings, beta_fast=32.0, beta_slow=1.0, truncate=True):
     """(low, high): YaRN's pair indices i(beta_fast) and i(beta_slow), i(r) = dim·ln(L0 / (2π r)) / (2 ln base),
     floored / ceiled when `truncate`, clipped to [0, dim - 1] (transformers' `find_correction_range`)."""
@@ -77,7 +77,7 @@ def yarn_correction_range(dim, base, original_max_position_embeddings, beta_fast
         low, high = math.floor(low), math.ceil(high)
     return max(low, 0), min(high, dim - 1)
 
-# %% ../../modules/12_attention/rope_scaling_dev.ipynb #38fabeab
+# %% ../../modules/12_attention/rope_scaling_dev.ipynb #6eb0de92
 def yarn_inv_freq(dim, base, factor, original_max_position_embeddings, beta_fast=32.0, beta_slow=1.0, truncate=True):
     """YaRN's frequencies (dim/2,): fast pairs kept, slow pairs divided by `factor`, a linear ramp in between.
 
@@ -106,7 +106,7 @@ def yarn_inv_freq(dim, base, factor, original_max_position_embeddings, beta_fast
     return theta / factor * ramp + theta * (1.0 - ramp)
     ### END SOLUTION
 
-# %% ../../modules/12_attention/rope_scaling_dev.ipynb #7eed89db
+# %% ../../modules/12_attention/rope_scaling_dev.ipynb #52271da0
 def yarn_attention_factor(factor, mscale=None, mscale_all_dim=None):
     """YaRN's multiplier of cos and sin: 0.1·ln(factor) + 1 (1 for factor <= 1), or with both `mscale` and
     `mscale_all_dim` the ratio (0.1·mscale·ln f + 1) / (0.1·mscale_all_dim·ln f + 1) (transformers' `get_mscale`)."""
@@ -116,7 +116,7 @@ def yarn_attention_factor(factor, mscale=None, mscale_all_dim=None):
         return get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim)
     return get_mscale(factor)
 
-# %% ../../modules/12_attention/rope_scaling_dev.ipynb #321c165e
+# %% ../../modules/12_attention/rope_scaling_dev.ipynb #4d874345
 def llama3_inv_freq(inv_freq, factor, low_freq_factor, high_freq_factor, original_max_position_embeddings):
     """LLaMA 3's frequencies (dim/2,) from plain ones `inv_freq`: kept, divided by `factor`, or blended, by wavelength.
 
@@ -147,7 +147,7 @@ def llama3_inv_freq(inv_freq, factor, low_freq_factor, high_freq_factor, origina
                     np.where(wavelen > L0 / low_freq_factor, inv_freq / factor, blended))
     ### END SOLUTION
 
-# %% ../../modules/12_attention/rope_scaling_dev.ipynb #18bcd033
+# %% ../../modules/12_attention/rope_scaling_dev.ipynb #a3fb8b41
 ROPE_SCALING_TYPES = ("linear", "dynamic", "yarn", "llama3")
 
 _REQUIRED = {"linear": ("factor",), "dynamic": ("factor",), "yarn": ("factor",),

@@ -269,7 +269,7 @@ def tying_experiment(setup=None, on_run=None, on_step=None):
                                     run.eval_steps, run.eval_losses)
     return results
 
-# %% ../../modules/13_transformers/positions_dev.ipynb #095d2760
+# %% ../../modules/13_transformers/positions_dev.ipynb #d4baae31
 LONG_CONTEXT_SCALINGS = ("none", "linear", "dynamic", "yarn", "llama3")
 PASSKEY_QUERY = 0        # the query token of the passkey task: id 0 (<pad>), never a word
 PASSKEY_CHOICES = 16     # the key is one of the last 16 words; the filler is drawn from the others
