@@ -69,13 +69,32 @@ def dynamic_ntk_inv_freq(dim, base, factor, seq_len, max_position_embeddings):
 # %% ../../modules/12_attention/rope_scaling_dev.ipynb #b108f59c
 def yarn_correction_range(dim, base, original_max_position_embeddings, beta_fast=32.0, beta_slow=1.0, truncate=True):
     """(low, high): YaRN's pair indices i(beta_fast) and i(beta_slow), i(r) = dim·ln(L0 / (2π r)) / (2 ln base),
-    floored / ceiled when `truncate`, clipped to [0, dim - 1] (transformers' `find_correction_range`)."""
+    floored / ceiled when `truncate`, clipped to [0, dim - 1] (transformers' `find_correction_range`).
+
+    TODO: return the two pair indices where the number of turns in training crosses `beta_fast` and `beta_slow`.
+
+    APPROACH:
+    1. A helper `pair_index(r)`: `dim * math.log(L0 / (r * 2 * math.pi)) / (2 * math.log(base))`,
+       L0 = `original_max_position_embeddings`.
+    2. `low = pair_index(beta_fast)` (many turns: fast pairs), `high = pair_index(beta_slow)`.
+    3. With `truncate`, round outwards: `math.floor(low)`, `math.ceil(high)`.
+    4. Clip: `max(low, 0)`, `min(high, dim - 1)`.
+
+    EXAMPLE:
+    yarn_correction_range(16, 10000.0, 64) -> (0, 3)     (before rounding: -0.994 and 2.016)
+    yarn_correction_range(16, 10000.0, 64, truncate=False) -> (0, 2.016...)
+
+    HINTS:
+    - More turns means a faster pair, which means a *smaller* index: low comes from beta_fast.
+    """
+    ### BEGIN SOLUTION
     def pair_index(turns):
         return dim * math.log(original_max_position_embeddings / (turns * 2 * math.pi)) / (2 * math.log(base))
     low, high = pair_index(beta_fast), pair_index(beta_slow)
     if truncate:
         low, high = math.floor(low), math.ceil(high)
     return max(low, 0), min(high, dim - 1)
+    ### END SOLUTION
 
 # %% ../../modules/12_attention/rope_scaling_dev.ipynb #6eb0de92
 def yarn_inv_freq(dim, base, factor, original_max_position_embeddings, beta_fast=32.0, beta_slow=1.0, truncate=True):
@@ -247,9 +266,28 @@ class RopeFrequencies:
         self.seen_len = self.max_position_embeddings           # transformers' max_seq_len_cached
 
     def update(self, seq_len):
-        "Apply the dynamic rule for a call whose largest position is `seq_len - 1`; True if `inv_freq` changed."
+        """Apply the dynamic rule for a call whose largest position is `seq_len - 1`; True if `inv_freq` changed.
+
+        TODO: grow the frequencies for a sequence longer than any before; restore plain RoPE for one shorter than
+        the trained length after a stretch; say whether `inv_freq` changed.
+
+        APPROACH:
+        1. Growth, `seq_len > self.seen_len`: `self.inv_freq, _ = rope_frequencies(self.dim, self.base,
+           self.rope_scaling, self.max_position_embeddings, seq_len)`, `self.seen_len = seq_len`, return True.
+        2. Reset, `seq_len < self.max_position_embeddings < self.seen_len`: the same call without `seq_len`
+           (plain RoPE), `self.seen_len = self.max_position_embeddings`, return True.
+        3. Otherwise return False.
+
+        EXAMPLE:
+        trained 16, factor 4: update(32) -> True (slowest pair / 5); update(20) -> False (keeps it);
+        update(10) -> True (plain RoPE again); update(16) -> False
+
+        HINTS:
+        - The reset needs seq_len strictly below the trained length (transformers: `seq_len < original_max_seq_len`).
+        """
         if self.rope_scaling is None or self.rope_scaling["rope_type"] != "dynamic":
             return False
+        ### BEGIN SOLUTION
         if seq_len > self.seen_len:                                           # growth
             self.inv_freq, _ = rope_frequencies(self.dim, self.base, self.rope_scaling,
                                                 self.max_position_embeddings, seq_len)
@@ -260,3 +298,4 @@ class RopeFrequencies:
             self.seen_len = self.max_position_embeddings
             return True
         return False
+        ### END SOLUTION
