@@ -176,3 +176,16 @@ def test_rope_scaling_needs_rope_positions_and_is_copied():
     scaling["factor"] = 100.0                                  # the caller's dict is not the config's
     assert config.rope_scaling == {"rope_type": "linear", "factor": 2.0}
     assert isinstance(config.rope_scaling["factor"], float)
+
+
+@pytest.mark.parametrize("name", ["dynamic", "yarn"])
+def test_greedy_generation_past_the_trained_length_matches_transformers(transformers, rng, name):
+    "With a KV cache, dynamic NTK re-stretches at every step as transformers' does (keys keep their old rotation)."
+    import torch
+    hf = hf_llama(transformers, SCALINGS[name])
+    model = from_hf(numpy_state(hf), hf.config.to_dict())
+    prompt = rng.integers(0, 53, size=(1, 20))
+    with torch.no_grad():
+        expected = hf.generate(torch.tensor(prompt), max_new_tokens=30, do_sample=False, pad_token_id=0,
+                               attention_mask=torch.ones(prompt.shape, dtype=torch.long)).numpy()
+    assert np.array_equal(model.generate(prompt, 30, use_cache=True), expected)
