@@ -205,3 +205,40 @@ def test_evaluate_copy_with_seen_len_0_counts_every_position_as_new():
     for bad, error in ((-1, ValueError), (2.5, TypeError)):
         with pytest.raises(error, match="seen_len"):
             evaluate_copy(model, batches, seen_len=bad)
+
+
+def test_passkey_rows_hold_one_key_and_ask_for_it_at_the_end(rng):
+    from tinytorch.models.positions import IGNORE, PASSKEY_CHOICES, PASSKEY_QUERY, corpus_words, passkey_task
+    words, _ = corpus_words()
+    inputs, targets = passkey_task(64, 12, words, rng)
+    keys = words[-PASSKEY_CHOICES:]
+    assert inputs.shape == targets.shape == (64, 12) and (inputs[:, -1] == PASSKEY_QUERY).all()
+    assert (targets[:, :-1] == IGNORE).all() and np.isin(targets[:, -1], keys).all()
+    where = np.isin(inputs, keys)
+    assert (where.sum(axis=1) == 1).all() and (inputs[where] == targets[:, -1]).all()
+    depth = where.argmax(axis=1)
+    assert depth.min() == 0 and depth.max() == 9                       # every position before the query's neighbour
+    with pytest.raises(ValueError, match="length"):
+        passkey_task(2, 2, words, rng)
+
+
+def test_long_context_experiment_reads_plain_rope_at_l_and_scaled_rope_beyond(monkeypatch):
+    "At the trained length every scaling (factor 1) is plain RoPE; beyond it each type builds its rope_scaling."
+    from tinytorch.models import positions
+    built = []
+    original = positions.TransformerLM
+
+    def spy(config, seed=None):
+        built.append(config.rope_scaling)
+        return original(config, seed=seed)
+    monkeypatch.setattr(positions, "TransformerLM", spy)
+    tiny = positions.PositionExperiment(train_len=8, period=3, eval_factors=(1, 4), steps=3, batch_size=4, d_model=8,
+                                        num_layers=1, num_heads=2, eval_sequences=4)
+    result = positions.long_context_experiment(tiny, scalings=("none", "linear", "llama3"))
+    at_l = [result["summary"][name][8]["copy_loss_mean"] for name in ("none", "linear", "llama3")]
+    assert np.allclose(at_l, at_l[0], atol=1e-6)
+    assert {"rope_type": "linear", "factor": 4.0} in built
+    assert any(s and s["rope_type"] == "llama3" and s["factor"] == 4.0 and s["original_max_position_embeddings"] == 8
+               for s in built)
+    with pytest.raises(ValueError, match="scalings"):
+        positions.long_context_experiment(tiny, scalings=("ntk",))

@@ -101,3 +101,30 @@ def test_out_that_is_a_file_is_refused(tmp_path):
     (tmp_path / "taken").write_text("x")
     result = run_tito(*TINY, "--out", "taken", cwd=tmp_path)
     assert result.returncode == 2 and "is a file" in result.stderr
+
+
+def test_long_context_writes_json_png_and_a_row_per_scaling(tmp_path):
+    "Issue 26 item 3: --long-context trains one RoPE model, reads it at L..8L with each RoPE scaling."
+    result = run_tito(*TINY, "--long-context", "--out", "lc", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    data = json.loads((tmp_path / "lc" / "positions_long_context.json").read_text())
+    assert data["scalings"] == ["none", "linear", "dynamic", "yarn", "llama3"] and data["lengths"] == [8, 16, 32, 64]
+    assert len(data["runs"]["0"]["train_losses"]) == 3 and data["setup"]["lr"] == 0.01     # the mode's own default
+    lines = result.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("scaling"))
+    assert lines[start].split()[:3] == ["scaling", "8", "(L)"]
+    assert [line.split()[0] for line in lines[start + 2:start + 7]] == data["scalings"]
+    for name in data["scalings"]:
+        for n in data["lengths"]:
+            row = data["summary"][name][str(n)]
+            assert row["copy_loss_mean"] > 0 and 0 <= row["passkey_accuracy_mean"] <= 1
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert "PNG skipped" in result.stdout
+    else:
+        assert (tmp_path / "lc" / "positions_long_context.png").stat().st_size > 1000
+
+
+def test_long_context_and_tying_together_is_a_usage_error(tmp_path, usage_error):
+    usage_error(run_tito(*TINY, "--long-context", "--tying", cwd=tmp_path), "--long-context", tmp_path)

@@ -217,8 +217,8 @@ def test_from_hf_refuses_what_it_cannot_represent():
     state, config = to_hf(tiny("llama")), config_to_hf(tiny("llama").config)
     with pytest.raises(ValueError, match="hidden_act"):
         from_hf(state, dict(config, hidden_act="gelu"))
-    with pytest.raises(ValueError, match="RoPE scaling"):
-        from_hf(state, dict(config, rope_scaling={"rope_type": "linear", "factor": 2.0}))
+    with pytest.raises(ValueError, match="rope_type"):                   # linear, dynamic, yarn, llama3 load
+        from_hf(state, dict(config, rope_scaling={"rope_type": "longrope", "factor": 2.0}))
     with pytest.raises(ValueError, match="model_type"):
         from_hf(state, dict(config, model_type="bert"))
     with pytest.raises(KeyError, match="missing"):

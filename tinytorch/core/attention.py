@@ -14,6 +14,7 @@ import numpy as np
 
 from .autograd import Function
 from .layers import Dropout, Linear, Module
+from .rope_scaling import RopeFrequencies
 from .tensor import Tensor, concatenate
 from .validation import flag, is_int, nonnegative_int, number_above, positive_int
 
@@ -266,9 +267,11 @@ class RotaryEmbedding(Module):
     `interleaved=True` pairs (x0, x1), (x2, x3), ... (Meta LLaMA, CS336); False pairs (x_i, x_{i+dim/2})
     (Hugging Face). No parameters; cos/sin are cached up to `max_seq_len` and extended on demand to at most
     `ROPE_CACHE_FACTOR * max_seq_len` positions; angles of positions farther out are computed per call, uncached.
+    `rope_scaling` (None, or a dict such as {"rope_type": "yarn", "factor": 4.0}; see `rope_scaling_dev`) stretches
+    the frequencies for contexts longer than `max_seq_len`, the trained length.
     """
 
-    def __init__(self, dim, max_seq_len=2048, base=10000.0, interleaved=True):
+    def __init__(self, dim, max_seq_len=2048, base=10000.0, interleaved=True, rope_scaling=None):
         super().__init__()
         self.dim = positive_int("dim", dim)
         if dim % 2:
@@ -276,21 +279,31 @@ class RotaryEmbedding(Module):
         number_above("base", base, 1, "a number greater than 1")
         self.max_seq_len = positive_int("max_seq_len", max_seq_len)
         self.base, self.interleaved = float(base), flag("interleaved", interleaved)
-        self.inv_freq = self.base ** (-np.arange(0, dim, 2) / dim)          # theta_i, (dim/2,)
+        self.frequencies = RopeFrequencies(dim, self.base, rope_scaling, self.max_seq_len)   # theta_i, scaled or not
+        self.rope_scaling = self.frequencies.rope_scaling
         self._cache_angles(self.max_seq_len)
+
+    @property
+    def inv_freq(self):
+        "theta_i (dim/2,) float64: base^(-2i/dim), or as `rope_scaling` stretches them."
+        return self.frequencies.inv_freq
 
     def _cache_angles(self, length):
         angles = np.arange(length)[:, None] * self.inv_freq                 # (length, dim/2), float64
-        self._cos, self._sin = np.cos(angles), np.sin(angles)
+        scale = self.frequencies.attention_factor                           # 1.0 but for YaRN
+        self._cos, self._sin = np.cos(angles) * scale, np.sin(angles) * scale
 
     def cos_sin(self, positions):
-        "cos and sin of the angles for integer `positions` (*) -> two arrays (*, dim/2), float64."
+        "cos and sin of the angles for integer `positions` (*) -> two arrays (*, dim/2), float64 (× YaRN's factor)."
+        if positions.size and self.frequencies.update(int(positions.max()) + 1):    # dynamic NTK: new frequencies
+            self._cache_angles(len(self._cos))
         reach = max(int(positions.max()), -int(positions.min())) if positions.size else 0   # Python ints: no overflow
         if reach >= len(self._cos):
             limit = ROPE_CACHE_FACTOR * self.max_seq_len
             if reach >= limit:                                    # far beyond the table: these angles only, uncached
                 angles = positions.astype(np.float64)[..., None] * self.inv_freq
-                return np.cos(angles), np.sin(angles)
+                scale = self.frequencies.attention_factor
+                return np.cos(angles) * scale, np.sin(angles) * scale
             self._cache_angles(min(max(reach + 1, 2 * len(self._cos)), limit))    # grow it (at least double)
         positions = positions.astype(np.int64, copy=False)        # within the cache now; int8 -128 has no abs in int8
         distance = np.abs(positions)
@@ -329,7 +342,8 @@ class RotaryEmbedding(Module):
         return RotaryBackward.apply(x, cos=cos.astype(x.dtype), sin=sin.astype(x.dtype), interleaved=self.interleaved)
 
     def extra_repr(self):
-        return f"dim={self.dim}, max_seq_len={self.max_seq_len}, base={self.base}, interleaved={self.interleaved}"
+        return f"dim={self.dim}, max_seq_len={self.max_seq_len}, base={self.base}, interleaved={self.interleaved}" + \
+            ("" if self.rope_scaling is None else f", rope_scaling={self.rope_scaling}")
 
 # %% ../../modules/12_attention/attention_dev.ipynb #824004f0
 class KVCache:

@@ -34,6 +34,23 @@ def _refuse(config, key, allowed):
         raise ValueError(f"config {key}={config.get(key)!r} is not supported here; allowed: {allowed}")
 
 
+def _rope_scaling_from_hf(config):
+    """`TransformerConfig.rope_scaling` of a LLaMA config, or None. transformers 5 writes `rope_parameters` (with
+    `rope_theta`; rope_type "default" = no scaling), 4.x wrote `rope_scaling` (`type` or `rope_type`); as in
+    transformers, `rope_scaling` wins when both are set. The fields are checked by `TransformerConfig`."""
+    params = dict(_get(config, "rope_scaling", None) or _get(config, "rope_parameters", {}))
+    kind = params.pop("rope_type", None) or params.pop("type", None) or "default"
+    params.pop("type", None)
+    params.pop("rope_theta", None)                                    # read by config_from_hf itself
+    if params.pop("partial_rotary_factor", 1.0) not in (1, 1.0, None):
+        raise ValueError(f"config rope_parameters['partial_rotary_factor'] is not supported here (RoPE on whole heads)")
+    if kind == "default":
+        if params:
+            raise ValueError(f"config rope_parameters of rope_type 'default' do not take {sorted(params)}")
+        return None
+    return {"rope_type": kind, **params}
+
+
 def config_from_hf(config):
     "A `TransformerConfig` from a Hugging Face GPT-2 or LLaMA config (a dict, or an object with `to_dict()`)."
     c = _config_dict(config)
@@ -46,9 +63,7 @@ def config_from_hf(config):
                                  d_ff=_get(c, "n_inner", 4 * c["n_embd"]), norm_eps=_get(c, "layer_norm_epsilon", 1e-5),
                                  tie_embeddings=c.get("tie_word_embeddings", True), bias=True)
     _refuse(c, "hidden_act", ("silu",))
-    rope, scaling = _get(c, "rope_parameters", {}), _get(c, "rope_scaling", {})
-    if rope.get("rope_type", "default") != "default" or scaling.get("rope_type", scaling.get("type", "default")) != "default":
-        raise ValueError(f"RoPE scaling is not supported here; got rope_parameters={rope!r}, rope_scaling={scaling!r}")
+    rope = _get(c, "rope_parameters", {})
     if bool(c.get("mlp_bias", False)) != bool(c.get("attention_bias", False)):
         raise ValueError("mlp_bias and attention_bias must agree here (one `bias` option)")
     return TransformerConfig(arch="llama", vocab_size=c["vocab_size"], max_seq_len=c["max_position_embeddings"],
@@ -57,6 +72,7 @@ def config_from_hf(config):
                              num_kv_heads=_get(c, "num_key_value_heads", c["num_attention_heads"]),
                              head_dim=c.get("head_dim"), d_ff=c["intermediate_size"], norm_eps=c["rms_norm_eps"],
                              rope_theta=_get(rope, "rope_theta", _get(c, "rope_theta", 10000.0)),
+                             rope_scaling=_rope_scaling_from_hf(c),
                              tie_embeddings=c.get("tie_word_embeddings", False),
                              bias=bool(c.get("attention_bias", False)))
 
@@ -81,7 +97,8 @@ def config_to_hf(config):
                 hidden_size=c.d_model, intermediate_size=c.d_ff, num_hidden_layers=c.num_layers,
                 num_attention_heads=c.num_heads, num_key_value_heads=c.num_kv_heads, head_dim=c.head_dim,
                 rms_norm_eps=c.norm_eps, rope_theta=c.rope_theta, tie_word_embeddings=c.tie_embeddings,
-                attention_bias=c.bias, mlp_bias=c.bias, hidden_act="silu")
+                attention_bias=c.bias, mlp_bias=c.bias, hidden_act="silu",
+                **({} if c.rope_scaling is None else {"rope_parameters": {**c.rope_scaling, "rope_theta": c.rope_theta}}))
 
 
 def _hf_layout(model):

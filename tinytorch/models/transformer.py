@@ -16,6 +16,7 @@ import numpy as np
 from ..core.attention import KVCache, MultiHeadAttention
 from ..core.layers import Dropout, Linear, Module, Parameter
 from ..core.losses import cross_entropy
+from ..core.rope_scaling import check_rope_scaling
 from ..core.tensor import Tensor
 from ..core.validation import flag, is_number, nonnegative_int, one_of, positive_int, positive_number
 from .generation import generate   # the decoding loop: generation_dev.ipynb, after this notebook
@@ -164,6 +165,8 @@ class TransformerConfig:
     "sinusoidal" the fixed table of module 11 (`max_seq_len` rows), "rope" rotated queries and keys,
     "alibi" linear biases on the attention scores (module 12), "none" no position information at all
     (NoPE: only the causal mask orders the tokens). Hugging Face conversion needs the family's own scheme.
+    `rope_scaling` (None, or a dict as Hugging Face's: {"rope_type": "linear" | "dynamic" | "yarn" | "llama3",
+    "factor": ..., ...}; module 12's `check_rope_scaling`) stretches RoPE beyond `max_seq_len`, the trained length.
     """
     arch: str = "gpt2"
     vocab_size: int = 256
@@ -176,6 +179,7 @@ class TransformerConfig:
     d_ff: Optional[int] = None
     norm_eps: Optional[float] = None
     rope_theta: float = 10000.0
+    rope_scaling: Optional[dict] = None
     tie_embeddings: Optional[bool] = None
     bias: Optional[bool] = None
     dropout: float = 0.0
@@ -202,6 +206,7 @@ class TransformerConfig:
             setattr(self, name, positive_int(name, getattr(self, name)))
         self.norm_eps = positive_number("norm_eps", self.norm_eps)
         self.rope_theta = positive_number("rope_theta", self.rope_theta)
+        self.rope_scaling = check_rope_scaling(self.rope_scaling, self.max_seq_len)     # a checked copy, or None
         self.tie_embeddings = gpt2 if self.tie_embeddings is None else flag("tie_embeddings", self.tie_embeddings)
         self.bias = gpt2 if self.bias is None else flag("bias", self.bias)
         if not is_number(self.dropout):
@@ -210,6 +215,8 @@ class TransformerConfig:
             raise ValueError(f"dropout must be in [0, 1); got {self.dropout!r}")
         self.position = ("learned" if gpt2 else "rope") if self.position is None else self.position
         one_of("position", self.position, POSITIONS)                 # module 11's names, the same tuple
+        if self.rope_scaling is not None and self.position != "rope":
+            raise ValueError(f"rope_scaling stretches RoPE, but position={self.position!r}; use position='rope'")
 
 
 class DecoderBlock(Module):
@@ -303,7 +310,8 @@ class TransformerLM(Module):
         table = (LearnedPositions(c.max_seq_len, c.d_model, init="gpt2", seed=seeds[1]) if c.position == "learned" else
                  SinusoidalPositionalEncoding(c.max_seq_len, c.d_model) if c.position == "sinusoidal" else None)
         drop = Dropout(c.dropout if c.arch == "gpt2" else 0.0)                # LLaMA has no embedding dropout
-        rope = (RotaryEmbedding(c.head_dim, max_seq_len=c.max_seq_len, base=c.rope_theta, interleaved=False)
+        rope = (RotaryEmbedding(c.head_dim, max_seq_len=c.max_seq_len, base=c.rope_theta, interleaved=False,
+                                rope_scaling=c.rope_scaling)
                 if c.position == "rope" else None)
         if c.arch == "gpt2":
             self.transformer = ModuleGroup(

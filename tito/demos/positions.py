@@ -1,4 +1,5 @@
-"""`tito demo positions`: train short, test long, one small model per position scheme; `--tying`: tied vs untied head.
+"""`tito demo positions`: train short, test long, one small model per position scheme; `--tying`: tied vs untied head;
+`--long-context`: one RoPE model read 2-8x longer than trained with each RoPE scaling (copy loss, passkey retrieval).
 
 The experiment is `tinytorch.models.positions` (module 13); this file parses the flags, draws the progress
 bars, prints the tables and writes the JSON and the PNG.
@@ -18,8 +19,8 @@ if "numpy" not in sys.modules:
 
 import numpy as np  # noqa: E402
 
-from tinytorch.models.positions import (SCHEMES, PositionExperiment, position_experiment,  # noqa: E402
-                                        tying_experiment)
+from tinytorch.models.positions import (LONG_CONTEXT_SCALINGS, SCHEMES, PositionExperiment,  # noqa: E402
+                                        long_context_experiment, position_experiment, tying_experiment)
 from tito import ui  # noqa: E402
 from tito.demos.embeddings import plot_hint  # noqa: E402
 from tito.demos.gpt import EXIT_OK, EXIT_USAGE, ProgressBar, _number, _Parser  # noqa: E402
@@ -27,9 +28,12 @@ from tito.demos.gpt import EXIT_OK, EXIT_USAGE, ProgressBar, _number, _Parser  #
 DEFAULT_OUT = "demo_output"
 JSON_FILE, PLOT_FILE = "positions.json", "positions_loss.png"
 TYING_JSON, TYING_PLOT = "positions_tying.json", "positions_tying.png"
+LONG_JSON, LONG_PLOT = "positions_long_context.json", "positions_long_context.png"
 # (value of the default run, value of --quick); an explicit flag wins over both
 PROFILES = {"length": (32, 16), "period": (8, 4), "steps": (300, 80), "dim": (64, 32), "layers": (2, 2),
             "heads": (4, 4), "batch": (16, 16), "eval_sequences": (64, 32)}
+# --long-context trains one model on two tasks: longer and faster (measured: passkey 100% at L after 400 steps)
+LONG_PROFILES = {"steps": (400, 80), "lr": (1e-2, 1e-2)}
 
 
 def build_parser():
@@ -40,6 +44,9 @@ def build_parser():
     add = parser.add_argument
     add("--quick", action="store_true", help="a small setting for CI (L=16, period 4, 80 steps, width 32)")
     add("--tying", action="store_true", help="run the tied-vs-untied head experiment instead")
+    add("--long-context", action="store_true",
+        help="train one RoPE model at L (copy + passkey tasks), evaluate at 2L-8L with each RoPE scaling "
+             "(none, linear, dynamic, yarn, llama3); default 400 steps at lr 0.01")
     add("--length", metavar="L", type=_number(int, 4, 256), help="training length (default: 32; --quick 16)")
     add("--period", metavar="P", type=_number(int, 2, 111), help="segment length of the task (default: 8; --quick 4)")
     add("--steps", metavar="N", type=_number(int, 1, 100000), help="training steps per model (default: 300; --quick 80)")
@@ -48,7 +55,8 @@ def build_parser():
     add("--heads", metavar="H", type=_number(int, 1, 16), help="attention heads (default: 4)")
     add("--batch", metavar="B", type=_number(int, 1, 256), help="sequences per step (default: 16)")
     add("--eval-sequences", metavar="N", type=_number(int, 1, 4096), help="held-out sequences per length (default: 64)")
-    add("--lr", metavar="LR", type=_number(float, 1e-6, 1.0), default=3e-3, help="peak AdamW learning rate (default: 0.003)")
+    add("--lr", metavar="LR", type=_number(float, 1e-6, 1.0),
+        help="peak AdamW learning rate (default: 0.003; --long-context 0.01)")
     add("--seed", metavar="S", type=_number(int, 0), default=0, help="first random seed (default: 0)")
     add("--seeds", metavar="N", type=_number(int, 1, 20), default=1,
         help="repeat with seeds S, S+1, ..., report mean +/- standard deviation (default: 1)")
@@ -58,11 +66,12 @@ def build_parser():
 
 def _setup(args):
     profile = 1 if args.quick else 0
+    profiles = {**PROFILES, "lr": (3e-3, 3e-3), **(LONG_PROFILES if args.long_context else {})}
     value = {name: getattr(args, name) if getattr(args, name) is not None else pair[profile]
-             for name, pair in PROFILES.items()}
+             for name, pair in profiles.items()}
     return PositionExperiment(train_len=value["length"], period=value["period"], steps=value["steps"],
                               batch_size=value["batch"], d_model=value["dim"], num_layers=value["layers"],
-                              num_heads=value["heads"], lr=args.lr, eval_sequences=value["eval_sequences"],
+                              num_heads=value["heads"], lr=value["lr"], eval_sequences=value["eval_sequences"],
                               seed=args.seed)
 
 
@@ -224,6 +233,78 @@ def run_tying(args, setup, out):
     return EXIT_OK
 
 
+def format_long_context_table(result):
+    "The scaling × length table (copy loss / passkey accuracy) as text lines."
+    lengths, seeds, train_len = result["lengths"], len(result["seeds"]), result["setup"]["train_len"]
+    pm = f" {ui.mark('plus_minus')} "
+
+    def cell(row):
+        loss = f"{row['copy_loss_mean']:.3f}" + (f"{pm}{row['copy_loss_spread']:.3f}" if seeds > 1 else "")
+        key = f"{100 * row['passkey_accuracy_mean']:.1f}%" + (
+            f"{pm}{100 * row['passkey_accuracy_spread']:.1f}" if seeds > 1 else "")
+        return f"{loss} / {key}"
+    cells = {(s, n): cell(result["summary"][s][n]) for s in result["scalings"] for n in lengths}
+    first = max(len("scaling"), *(len(s) for s in result["scalings"]))
+    widths = {n: max(len(f"{n} (L)" if n == train_len else str(n)), *(len(cells[s, n]) for s in result["scalings"]))
+              for n in lengths}
+    header = "scaling".ljust(first) + "  " + "  ".join(
+        (f"{n} (L)" if n == train_len else f"{n}").ljust(widths[n]) for n in lengths)
+    lines = [header, "-" * len(header)]
+    for scaling in result["scalings"]:
+        lines.append(scaling.ljust(first) + "  " + "  ".join(cells[scaling, n].ljust(widths[n]) for n in lengths))
+    return [line.rstrip() for line in lines]
+
+
+def save_long_context_plot(result, path):
+    "Copy loss and passkey accuracy against evaluation length, one line per scaling; ImportError without matplotlib."
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (loss_axis, key_axis) = plt.subplots(1, 2, figsize=(10, 4.2))
+    for scaling, marker in zip(result["scalings"], "osv^D"):
+        rows = [result["summary"][scaling][n] for n in result["lengths"]]
+        loss_axis.plot(result["lengths"], [r["copy_loss_mean"] for r in rows], "-", marker=marker, label=scaling)
+        key_axis.plot(result["lengths"], [100 * r["passkey_accuracy_mean"] for r in rows], "-", marker=marker,
+                      label=scaling)
+    loss_axis.axhline(result["chance_loss"], color="grey", linestyle="--",
+                      label=f"chance log(words) = {result['chance_loss']:.2f}")
+    key_axis.axhline(100 * result["passkey_chance"], color="grey", linestyle="--", label="chance 1/16")
+    for axis in (loss_axis, key_axis):
+        axis.axvline(result["setup"]["train_len"], color="grey", linestyle=":", label="training length L")
+        axis.set_xscale("log", base=2)
+        axis.set_xticks(result["lengths"], [str(n) for n in result["lengths"]])
+        axis.set_xlabel("evaluation length (tokens); factor = length / L")
+    loss_axis.set_ylabel("copy task: loss on the predictable tokens (nats)")
+    key_axis.set_ylabel("passkey retrieval: accuracy (%)")
+    key_axis.set_ylim(-2, 102)
+    loss_axis.legend(fontsize=8)
+    key_axis.legend(fontsize=8)
+    figure.suptitle(f"one RoPE model trained at L={result['setup']['train_len']}, read longer with each RoPE scaling "
+                    f"({len(result['seeds'])} seed(s))")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def run_long_context(args, setup, out):
+    seeds = list(range(args.seed, args.seed + args.seeds))
+    print(f"Long context: one RoPE model trained at L = {setup.train_len} on the copy task (period {setup.period}) and "
+          f"passkey retrieval, evaluated at {setup.eval_lengths} with RoPE scaling {', '.join(LONG_CONTEXT_SCALINGS)} "
+          f"(factor = length / L; no fine-tuning)")
+    print(f"model: GPT-2 parts with RoPE, {setup.num_layers} blocks, width {setup.d_model}, {setup.num_heads} heads; "
+          f"{setup.steps} steps of {setup.batch_size} sequences, AdamW peak lr {setup.lr}, seeds {seeds}")
+    progress = _Runs(len(seeds), setup.steps)
+    result = long_context_experiment(setup, LONG_CONTEXT_SCALINGS, seeds, on_run=progress.start, on_step=progress.step)
+    spread = f" (mean {ui.mark('plus_minus')} standard deviation over seeds)" if len(seeds) > 1 else ""
+    print(f"\ncopy-task loss (nats; chance {result['chance_loss']:.3f}) / passkey accuracy (chance "
+          f"{100 * result['passkey_chance']:.1f}%), by evaluation length{spread}")
+    print("\n".join(format_long_context_table(result)))
+    print(f"\nwrote {_write(out, LONG_JSON, result)}")
+    _plot(save_long_context_plot, result, out / LONG_PLOT)
+    return EXIT_OK
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     "`tito demo positions`: train, evaluate, print the tables, write JSON and PNG. Returns the exit status."
     parser = build_parser()
@@ -232,6 +313,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except SystemExit as exit_request:                   # --help, or a usage error already printed
         return exit_request.code if isinstance(exit_request.code, int) else EXIT_USAGE
     try:                                                # the flags' names in the message, not the fields'
+        if args.tying and args.long_context:
+            raise ValueError("pass --tying or --long-context, not both")
         if args.dim and args.heads and args.dim % args.heads:
             raise ValueError(f"--dim {args.dim} must be a multiple of --heads {args.heads}")
         if args.period and args.length and args.period > args.length:
@@ -255,6 +338,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_USAGE
     if args.tying:
         return run_tying(args, setup, out)
+    if args.long_context:
+        return run_long_context(args, setup, out)
 
     seeds = list(range(args.seed, args.seed + args.seeds))
     print(f"Train short, test long: repeat-a-segment task (period {setup.period}, words of the built-in corpus), "
