@@ -15,6 +15,12 @@ if str(ROOT) not in sys.path:
 TORCH_VERSION = "2.13.0"
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "isolates(name): this check isolates the named exercise: the other "
+                                       "exercises it runs have checks of their own (tito.summary blames its "
+                                       "failure on that exercise)")
+
+
 def require_torch():
     """Return the torch module, or skip the calling test when it is not installed."""
     return pytest.importorskip(

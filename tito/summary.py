@@ -22,6 +22,14 @@ run (`tito.pytest_plugin`):
 
 Only the exercises of the module under test and of modules whose package files
 hold the learner's code are candidates: reference code is not blamed.
+
+A check that isolates an exercise outranks both: a failing test that ran one exercise of its module
+and no other (the rest replaced by independent references, or never needed), or that says which one
+it isolates with `@pytest.mark.isolates("name")`, proves that exercise wrong. Every failure of a test
+that ran such a proven-wrong exercise is blamed on the earliest of them in teaching order: a later
+exercise is never blamed for an earlier one's bug (a saved state that a forward got wrong fails its
+backward's checks too, but the forward's own check says it is the forward). Only a stub that raised
+`NotImplementedError` keeps its own failures: an unimplemented exercise is always named.
 """
 from __future__ import annotations
 
@@ -94,9 +102,33 @@ def write_exercises(path: Path, chosen: list[Exercise]) -> None:
 # Attribution
 
 
-def attribute(failures: list[dict], tests: dict[str, dict], chosen: list[Exercise]) -> dict[str | None, list[dict]]:
+def isolated_failures(tests: dict[str, dict], chosen: list[Exercise],
+                      module: Module | None = None) -> dict[str, str]:
+    """Exercise -> the first failing test that isolates it: marked `isolates` it, or ran it and no other
+    exercise of `module` (default: of any module in `chosen`)."""
+    order = {exercise.name: exercise.order for exercise in chosen}
+    own = {exercise.name for exercise in chosen if module is None or exercise.module == module}
+    proven: dict[str, str] = {}
+    for nodeid, test in tests.items():
+        if test.get("outcome") != "failed":
+            continue
+        marked = [name for name in test.get("isolates", []) if name in order]
+        ran = [name for name in test.get("executed", []) if name in own]
+        for name in marked or (ran if len(ran) == 1 else []):
+            proven.setdefault(name, nodeid)
+    return proven
+
+
+def _is_stub(failure: dict) -> bool:
+    return failure.get("exception") == "NotImplementedError" and any(
+        "implement this" in line for line in failure.get("message") or [])
+
+
+def attribute(failures: list[dict], tests: dict[str, dict], chosen: list[Exercise],
+              module: Module | None = None) -> dict[str | None, list[dict]]:
     """failure -> exercise name (None: not attributable), grouped, groups in teaching order."""
     order = {exercise.name: exercise.order for exercise in chosen}
+    proven = isolated_failures(tests, chosen, module)
     failed_total = sum(1 for test in tests.values() if test.get("outcome") == "failed") or 1
     ran_failed: dict[str, int] = {}
     ran_passed: dict[str, int] = {}
@@ -134,6 +166,15 @@ def attribute(failures: list[dict], tests: dict[str, dict], chosen: list[Exercis
                 name = max(executed, key=lambda n: (round(suspicion(n), 9), -order[n]))
                 failure["how"] = (f"ran in {ran_failed.get(name, 0)} failing and {ran_passed.get(name, 0)} "
                                   f"passing tests")
+        culprits = sorted((n for n in executed_here if n in proven), key=lambda n: order[n])
+        if culprits and not _is_stub(failure):
+            if failure["nodeid"] == proven[culprits[0]] and name == culprits[0]:
+                failure["how"] = "its own check fails"
+            elif name != culprits[0]:
+                failure["how"] = (f"its own check fails ({_test_name(proven[culprits[0]])}), and it ran here"
+                                  + (f" before {name}" if name is not None else ""))
+            name = culprits[0]
+            failure["isolating"] = failure["nodeid"] == proven[name]
         groups.setdefault(name, []).append(failure)
     ordered = sorted((name for name in groups if name is not None), key=lambda n: order[n])
     return {name: groups[name] for name in ordered + ([None] if None in groups else [])}
@@ -175,11 +216,19 @@ def _failure_lines(failure: dict, indent: str) -> list[str]:
     return lines
 
 
+def _shows_expected(failure: dict) -> bool:
+    """The failure's own message shows both values (a check that raised with expected and actual)."""
+    text = " ".join(failure.get("message") or []).lower()
+    return "expected" in text and ("actual" in text or " got " in text)
+
+
 def _most_telling(group: list[dict]) -> dict:
     """The failure to show for an exercise: the first check that names a misconception (it raised
-    `Misconception`, see tests/diagnosis.py), else the first that shows expected against actual values,
-    else the first to fail."""
-    for wanted in (lambda f: f.get("exception") == "Misconception", lambda f: f.get("values")):
+    `Misconception`, see tests/diagnosis.py), else the first check that isolates it and shows expected
+    against actual values, else the first that shows them, else the first to fail."""
+    for wanted in (lambda f: f.get("exception") == "Misconception",
+                   lambda f: f.get("isolating") and (f.get("values") or _shows_expected(f)),
+                   lambda f: f.get("values") or _shows_expected(f)):
         for failure in group:
             if wanted(failure):
                 return failure
@@ -191,7 +240,7 @@ def render(module: Module, tito_command: str, failures: list[dict], tests: dict[
     """The summary's lines (empty when nothing failed)."""
     if not failures:
         return []
-    groups = attribute(failures, tests, chosen)
+    groups = attribute(failures, tests, chosen, module)
     where = {exercise.name: exercise for exercise in chosen}
     named = [name for name in groups if name is not None]
     number = f"{module.number:02d}"
