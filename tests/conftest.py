@@ -15,12 +15,6 @@ if str(ROOT) not in sys.path:
 TORCH_VERSION = "2.13.0"
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "isolates(name): this check isolates the named exercise: the other "
-                                       "exercises it runs have checks of their own (tito.summary blames its "
-                                       "failure on that exercise)")
-
-
 def require_torch():
     """Return the torch module, or skip the calling test when it is not installed."""
     return pytest.importorskip(
@@ -67,6 +61,9 @@ def fast_kernels():
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "torch: compares against PyTorch; skipped when torch is not installed")
+    config.addinivalue_line("markers", "isolates(name): this check isolates the named exercise: the other "
+                                       "exercises it runs have checks of their own (tito.summary blames its "
+                                       "failure on that exercise)")
 
 
 def pytest_runtest_setup(item):
