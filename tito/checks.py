@@ -94,6 +94,12 @@ def check_module(root: Path, module: Module, pytest_args: list[str],
                 ui.info(f"the package holds your code from {notebook.relative_to(root)}: testing that notebook")
             notebooks.append(notebook)
 
+    from tito import freshness
+
+    for finding in freshness.check_files(root, module_package_files(root, module)):
+        if finding.kind == "stale":                 # stubs are listed in the summary below
+            ui.warn(freshness.describe(root, finding))
+
     test_files = module_test_files(root, module)
     tests = None
     candidates = summary.candidate_exercises(root, module)
