@@ -89,6 +89,91 @@ def test_render_names_the_function_the_check_the_values_and_how_to_see_more():
     assert render(CHOSEN[0].module, "tito", [], tests, CHOSEN) == []
 
 
+def test_a_forward_proven_wrong_by_its_own_check_takes_the_blame_from_the_backward_that_reads_its_state():
+    # The forward saved its inputs swapped: every gradient check that ran both fails, and by the spectrum
+    # alone the backward (run in fewer passing tests) looks guiltier. The forward's own check ran it alone.
+    chosen = [exercise("MulBackward.forward", 0), exercise("MulBackward.backward", 1)]
+    both = ["MulBackward.forward", "MulBackward.backward"]
+    tests = {"t.py::test_forward_alone": {"outcome": "failed", "executed": ["MulBackward.forward"]},
+             **{f"t.py::test_product{i}": {"outcome": "passed", "executed": ["MulBackward.forward"]} for i in range(10)},
+             "t.py::test_backward_alone": {"outcome": "passed", "executed": ["MulBackward.backward"]},
+             **{f"t.py::test_grad{i}": {"outcome": "failed", "executed": both} for i in range(3)}}
+    failures = [failure(f"t.py::test_grad{i}") for i in range(3)] + [failure("t.py::test_forward_alone")]
+    spectrum_only = {name: test for name, test in tests.items() if name != "t.py::test_forward_alone"}
+    assert list(attribute([dict(f) for f in failures[:3]], spectrum_only, chosen)) == ["MulBackward.backward"]
+    groups = attribute(failures, tests, chosen)
+    assert list(groups) == ["MulBackward.forward"] and len(groups["MulBackward.forward"]) == 4
+    assert "its own check fails (test_forward_alone), and it ran here" in groups["MulBackward.forward"][0]["how"]
+
+
+def test_a_check_marked_isolates_proves_its_exercise_and_the_earliest_proven_one_is_blamed():
+    chosen = [exercise("_reduce", 0), exercise("cross_entropy", 1)]
+    both = ["_reduce", "cross_entropy"]
+    tests = {"t.py::test_stable": {"outcome": "failed", "executed": both, "isolates": ["cross_entropy"]},
+             "t.py::test_mean": {"outcome": "failed", "executed": both},
+             "t.py::test_reduce_alone": {"outcome": "passed", "executed": ["_reduce"]}}
+    groups = attribute([failure("t.py::test_stable"), failure("t.py::test_mean")], tests, chosen)
+    assert list(groups) == ["cross_entropy"]
+    # When _reduce's own check fails too, it is the earlier one: a later exercise is never blamed for it.
+    tests["t.py::test_reduce_alone"]["outcome"] = "failed"
+    groups = attribute([failure("t.py::test_stable"), failure("t.py::test_mean"), failure("t.py::test_reduce_alone")],
+                       tests, chosen)
+    assert list(groups) == ["_reduce"] and len(groups["_reduce"]) == 3
+
+
+def test_a_stub_keeps_its_own_failures_even_when_an_earlier_exercise_is_proven_wrong():
+    chosen = [exercise("init_table", 0), exercise("Embedding.forward", 1)]
+    tests = {"t.py::test_init": {"outcome": "failed", "executed": ["init_table"]},
+             "t.py::test_lookup": {"outcome": "failed", "executed": ["init_table", "Embedding.forward"]}}
+    stub = failure("t.py::test_lookup", raised_in="Embedding.forward", exception="NotImplementedError",
+                   message=["NotImplementedError: Embedding.forward: implement this (see TODO above)"])
+    groups = attribute([failure("t.py::test_init"), stub], tests, chosen)
+    assert list(groups) == ["init_table", "Embedding.forward"]
+
+
+def test_an_untouched_release_names_every_stub_first_one_first_even_those_no_check_reached():
+    names = ["table_grad", "EmbeddingBackward.forward", "EmbeddingBackward.backward", "init_table", "Embedding.__init__",
+             "Embedding.forward", "Embedding.attend", "create_sinusoidal_embeddings", "EmbeddingLayer.forward",
+             "quantize_rows", "EmbeddingBagBackward.backward", "FactorizedEmbedding.__init__", "skipgram_step"]
+    chosen = [exercise(name, order) for order, name in enumerate(names)]
+    # Only some stubs are reached by a check (an earlier stub raises first in the others' tests).
+    reached = names[1::3]
+    tests = {f"t.py::test_{name}": {"outcome": "failed", "executed": [name]} for name in reached}
+    failures = [failure(f"t.py::test_{name}", raised_in=name, exception="NotImplementedError",
+                        message=[f"NotImplementedError: {name}: implement this (see TODO above)"]) for name in reached]
+    lines = render(chosen[0].module, "tito", failures, tests, chosen, stubs=names)
+    text = "\n".join(lines)
+    assert lines[0].startswith(f"What to fix ({len(reached)} failing tests, 13 functions not implemented yet)")
+    first = next(line for line in lines if line.startswith("  1. "))
+    assert first.startswith("  1. table_grad  (") and "not implemented yet" in first
+    for name in names:
+        assert f" {name} " in text.replace(",", " ").replace("(", " ") + " ", f"{name} is not named:\n{text}"
+    positions = [text.index(f" {name} ") for name in names]
+    assert positions == sorted(positions), "in teaching order"
+    assert "  1. table_grad  (" in "\n".join(render(chosen[0].module, "tito", [], {}, chosen, stubs=names[:1]))
+
+
+def test_the_summary_fits_one_screen_in_its_box_however_many_functions_fail():
+    from tito.summary import SCREEN_COLUMNS, SCREEN_LINES, boxed
+
+    names = [f"Layer{i}.forward" for i in range(20)]
+    chosen = [exercise(name, order) for order, name in enumerate(names)]
+    values = {"actual": {"expr": "got", "value": "[" + "1.2345 " * 30 + "]"},
+              "expected": {"expr": "expected", "value": "[" + "2.3456 " * 30 + "]"},
+              "rows": [{"index": i, "actual": "[1.] " * 30, "expected": "[2.] " * 30} for i in range(3)],
+              "rows_summary": "3 of 9 rows differ"}
+    tests = {f"t.py::test_{name}": {"outcome": "failed", "executed": [name]} for name in names}
+    failures = [failure(f"t.py::test_{name}", values=values, check="assert np.allclose(got, expected)  # " + "x" * 200)
+                for name in names]
+    box = boxed(render(chosen[0].module, "tito", failures, tests, chosen))
+    assert len(box) <= SCREEN_LINES and all(len(line) <= SCREEN_COLUMNS for line in box), "\n".join(box)
+    assert box[0] == box[-1] == "=" * SCREEN_COLUMNS
+    text = "\n".join(box)
+    assert "  1. Layer0.forward" in text and "expected expected" in text and "actual   got" in text
+    assert all(name in text for name in names), "the ones not shown in detail are still named"
+    assert "then: " in text and text.rstrip("=\n").splitlines()[-1].startswith(("More:", "    "))
+
+
 # ---------------------------------------------------------------- the plugin, on a tiny package
 
 PACKAGE = '''
