@@ -124,7 +124,9 @@ def test_a_learner_who_adds_positions_from_start_plus_one_is_told_so_in_the_firs
 
     result = tito(copy, "module", "complete", "11")
     assert result.returncode == 1, result.text
-    summary = result.text.split("What to fix", 1)[1]
+    from .test_roundtrip import last_box
+
+    summary = "\n".join(last_box(result.text)).split("What to fix", 1)[1]
     first = summary.split("\n  2. ")[0]
     assert "  1. EmbeddingLayer.forward " in first, summary
     assert "off by one" in first and "expected" in first and "actual" in first, first

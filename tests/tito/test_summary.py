@@ -309,12 +309,19 @@ def test_a_wrong_embedding_backward_gets_a_short_summary_naming_it_first_with_ex
 
     result = tito(copy, "module", "complete", "11")
     assert result.returncode == 1, result.text
+    from .test_roundtrip import last_box
+    from tito.summary import SCREEN_LINES
+
     assert "Traceback" not in result.text.split("Summary for", 1)[0], "no pytest tracebacks before the summary"
     assert len(result.text.splitlines()) < 120, result.text
-    summary = result.text.split("What to fix", 1)[1].split("module 11_embeddings is not complete", 1)[0]
-    assert len(summary.splitlines()) < 60, summary
-    functions = [line.split(". ", 1)[1].split()[0] for line in summary.splitlines()
-                 if line.startswith("  ") and line.strip()[:2].rstrip(".").isdigit()]
+    box = last_box(result.text)
+    assert len(box) <= SCREEN_LINES, "\n".join(box)
+    after = [line for line in result.text.split("\n".join(box), 1)[1].splitlines() if line.strip()]
+    assert len(after) == 1 and "is not complete" in after[0], f"the box comes last: {after}"
+    summary = "\n".join(box).split("What to fix", 1)[1]
+    import re
+
+    functions = [match[1] for match in re.finditer(r"^  \d+\. (\S+)", summary, re.MULTILINE)]
     assert functions and functions[0] == "EmbeddingBackward.backward", summary
     first = summary.split("  2. ")[0]
     assert "expected " in first and "actual " in first, first
