@@ -305,22 +305,23 @@ def render(module: Module, tito_command: str, failures: list[dict], tests: dict[
     tail += _wrapped([f"More: every failure's full traceback: {tito_command} test --module {number} -- -x (stops "
                       f"at the first); one test: -- -k NAME; all tracebacks: -- --tb=short"])
 
+    def then(rest: list[str]) -> list[str]:
+        """The functions not shown in detail, by name, wrapped."""
+        failing = [f"{name} ({len(groups[name])})" for name in rest if name in groups]
+        unwritten = [name for name in rest if name not in groups]
+        return _wrapped(([f"  then: {', '.join(failing)}"] if failing else [])
+                        + ([f"  {'and ' if failing else 'then '}not implemented yet: {', '.join(unwritten)}"]
+                           if unwritten else []))
+
     shown = 0
     for position, name in enumerate(entries, start=1):
         block = entry(position, name)
-        rest = len(entries) - position
-        room = max_lines - len(lines) - len(tail) - (2 if rest else 0)   # a "then:" line (wrapped) for the rest
+        room = max_lines - len(lines) - len(tail) - len(then(entries[position:]))
         if shown >= MAX_FUNCTIONS_IN_DETAIL or (shown and len(block) > room):
             break
         lines += block
         shown += 1
-    if shown < len(entries):
-        rest = ", ".join(f"{name} ({len(groups[name])})" if name in groups else f"{name} (not implemented yet)"
-                         for name in entries[shown:])
-        import textwrap
-
-        lines += textwrap.wrap(f"  then: {rest}", SCREEN_COLUMNS, subsequent_indent="        ",
-                               break_on_hyphens=False)
+    lines += then(entries[shown:])
     return lines + tail
 
 
