@@ -61,6 +61,9 @@ def fast_kernels():
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "torch: compares against PyTorch; skipped when torch is not installed")
+    config.addinivalue_line("markers", "isolates(name): this check isolates the named exercise: the other "
+                                       "exercises it runs have checks of their own (tito.summary blames its "
+                                       "failure on that exercise)")
 
 
 def pytest_runtest_setup(item):

@@ -94,6 +94,12 @@ def check_module(root: Path, module: Module, pytest_args: list[str],
                 ui.info(f"the package holds your code from {notebook.relative_to(root)}: testing that notebook")
             notebooks.append(notebook)
 
+    from tito import freshness
+
+    for finding in freshness.check_files(root, module_package_files(root, module)):
+        if finding.kind == "stale":                 # stubs are listed in the summary below
+            ui.warn(freshness.describe(root, finding))
+
     test_files = module_test_files(root, module)
     tests = None
     candidates = summary.candidate_exercises(root, module)
@@ -121,6 +127,8 @@ def check_module(root: Path, module: Module, pytest_args: list[str],
 
 def _print_summary(root: Path, check: ModuleCheck, other_stubs: dict[Path, list[str]],
                    candidates: list[summary.Exercise]) -> None:
+    """pytest's and each notebook's outcome, the stubs left, then last, in a box that fits one screen, what to
+    fix: every failing or unimplemented function in teaching order (tito.summary)."""
     module = check.module
     print(f"\nSummary for {module.label}:")
     if check.tests is not None:
@@ -133,10 +141,6 @@ def _print_summary(root: Path, check: ModuleCheck, other_stubs: dict[Path, list[
         ui.status(notebook.ok, f"notebook {path.name}: {outcome}: {headline}")
         if notebook.failure is not None:                   # its last lines hold the error message in full
             print(ui.indent(_tail(notebook.failure.traceback, NOTEBOOK_TRACEBACK_LINES)))
-    if check.tests is not None and check.tests.failures:
-        lines = summary.render(module, hints.tito(), check.tests.failures, check.tests.tests, candidates)
-        print()
-        print("\n".join(lines))
     if check.stubs:
         names = [name for stubbed in check.stubs.values() for name in stubbed]
         ui.status(False, f"not implemented yet ({len(names)} function{'s' if len(names) != 1 else ''} "
@@ -145,6 +149,14 @@ def _print_summary(root: Path, check: ModuleCheck, other_stubs: dict[Path, list[
     if other_stubs:
         ui.warn("other modules in the package are not implemented yet either; this module may depend on them:")
         _print_stubs(root, other_stubs)
+    stubbed = {(path.resolve(), name) for path, names in {**check.stubs, **other_stubs}.items() for name in names}
+    stubs = [exercise.name for exercise in candidates if (exercise.package_file.resolve(), exercise.name) in stubbed]
+    failures = check.tests.failures if check.tests is not None else []
+    lines = summary.render(module, hints.tito(), failures, check.tests.tests if check.tests is not None else {},
+                           candidates, stubs)
+    if lines:
+        print()
+        print("\n".join(summary.boxed(lines)))
 
 
 def _tail(text: str, lines: int) -> str:

@@ -31,7 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tito import hints, learner, ui
+from tito import freshness, hints, learner, ui
 from tito.docs import DEFAULT_OUT as DEFAULT_DOCS_OUT, cmd_docs
 from tito.repo import (
     RepoError, Settings, describe_modules, discover_modules, find_root, resolve_module, subprocess_env,
@@ -228,9 +228,38 @@ def cmd_demo(root: Path, args: argparse.Namespace, extra: list[str]) -> int:
             ui.status(False, f"the {args.name} demo needs {error.name}, which the package in {root} does not "
                              f"have yet (export the module that makes it: {hints.tito_command('export')})")
             return EXIT_FAILED
+        _warn_about_the_export(root, None)
         raise
-    result = demo.main([*args.demo_args, *extra])
+    except Exception:
+        _warn_about_the_export(root, None)      # a stale export may not even import: say so above the traceback
+        raise
+    _warn_about_the_export(root, freshness.loaded_package_files(root))
+    try:
+        result = demo.main([*args.demo_args, *extra])
+    except NotImplementedError as error:
+        from tito.release import STUB_SUFFIX
+
+        message = str(error)
+        if not message.endswith(STUB_SUFFIX):
+            raise
+        name = message[:-len(STUB_SUFFIX)]
+        where = [finding for finding in freshness.check_files(root, freshness.loaded_package_files(root))
+                 if name in finding.names]
+        ui.status(False, f"the {args.name} demo stopped: {name} is not implemented yet in the package"
+                         + (f" ({freshness._shown(root, where[0].notebook)}): {freshness.fix(root, where[0])}"
+                            if where else ""))
+        return EXIT_FAILED
     return int(result or 0)
+
+
+def _warn_about_the_export(root: Path, files: list[Path] | None) -> None:
+    """One line per package file (of `files`, default: all) that is older than its notebook or still holds
+    stubs: the demo runs on the package as last exported, not on the notebooks."""
+    if files is None:
+        package = root / Settings.read(root).lib_path
+        files = [path for path in sorted(package.rglob("*.py")) if "__pycache__" not in path.parts]
+    for finding in freshness.check_files(root, files):
+        ui.warn(freshness.describe(root, finding))
 
 
 # ---------------------------------------------------------------------------

@@ -13,7 +13,9 @@ it does nothing unless $TITO_PYTEST_REPORT names a file to write. It writes, as 
 * `tests`: for every test, whether it passed and which exercise functions ran
   while it did (recorded with a `sys.settrace` hook that only looks at function
   entries, and only when $TITO_EXERCISES is set). tito uses these to attribute
-  a failed assertion in a test to the exercise most likely to be wrong.
+  a failed assertion in a test to the exercise most likely to be wrong, and, with
+  `@pytest.mark.isolates("name")`, the exercise a test isolates (checks it alone, the others it runs
+  being proven by their own checks).
 """
 from __future__ import annotations
 
@@ -130,12 +132,20 @@ def pytest_runtest_protocol(item, nextitem):
 
     previous = sys.gettrace()
     _TESTS[item.nodeid] = {"executed": [], "outcome": "passed"}
+    isolates = [name for marker in item.iter_markers("isolates") for name in marker.args]
+    if isolates:                                 # the check says which exercise it isolates (tito.summary)
+        _TESTS[item.nodeid]["isolates"] = isolates
     sys.settrace(on_call)
     try:
         yield
     finally:
         sys.settrace(previous)
         _TESTS[item.nodeid]["executed"] = sorted(executed)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "isolates(name): this check isolates the named exercise (tito's summary "
+                                       "blames its failure on that exercise)")
 
 
 def pytest_runtest_logreport(report):

@@ -22,6 +22,14 @@ run (`tito.pytest_plugin`):
 
 Only the exercises of the module under test and of modules whose package files
 hold the learner's code are candidates: reference code is not blamed.
+
+A check that isolates an exercise outranks both: a failing test that ran one exercise of its module
+and no other (the rest replaced by independent references, or never needed), or that says which one
+it isolates with `@pytest.mark.isolates("name")`, proves that exercise wrong. Every failure of a test
+that ran such a proven-wrong exercise is blamed on the earliest of them in teaching order: a later
+exercise is never blamed for an earlier one's bug (a saved state that a forward got wrong fails its
+backward's checks too, but the forward's own check says it is the forward). Only a stub that raised
+`NotImplementedError` keeps its own failures: an unimplemented exercise is always named.
 """
 from __future__ import annotations
 
@@ -94,9 +102,33 @@ def write_exercises(path: Path, chosen: list[Exercise]) -> None:
 # Attribution
 
 
-def attribute(failures: list[dict], tests: dict[str, dict], chosen: list[Exercise]) -> dict[str | None, list[dict]]:
+def isolated_failures(tests: dict[str, dict], chosen: list[Exercise],
+                      module: Module | None = None) -> dict[str, str]:
+    """Exercise -> the first failing test that isolates it: marked `isolates` it, or ran it and no other
+    exercise of `module` (default: of any module in `chosen`)."""
+    order = {exercise.name: exercise.order for exercise in chosen}
+    own = {exercise.name for exercise in chosen if module is None or exercise.module == module}
+    proven: dict[str, str] = {}
+    for nodeid, test in tests.items():
+        if test.get("outcome") != "failed":
+            continue
+        marked = [name for name in test.get("isolates", []) if name in order]
+        ran = [name for name in test.get("executed", []) if name in own]
+        for name in marked or (ran if len(ran) == 1 else []):
+            proven.setdefault(name, nodeid)
+    return proven
+
+
+def _is_stub(failure: dict) -> bool:
+    return failure.get("exception") == "NotImplementedError" and any(
+        "implement this" in line for line in failure.get("message") or [])
+
+
+def attribute(failures: list[dict], tests: dict[str, dict], chosen: list[Exercise],
+              module: Module | None = None) -> dict[str | None, list[dict]]:
     """failure -> exercise name (None: not attributable), grouped, groups in teaching order."""
     order = {exercise.name: exercise.order for exercise in chosen}
+    proven = isolated_failures(tests, chosen, module)
     failed_total = sum(1 for test in tests.values() if test.get("outcome") == "failed") or 1
     ran_failed: dict[str, int] = {}
     ran_passed: dict[str, int] = {}
@@ -134,6 +166,13 @@ def attribute(failures: list[dict], tests: dict[str, dict], chosen: list[Exercis
                 name = max(executed, key=lambda n: (round(suspicion(n), 9), -order[n]))
                 failure["how"] = (f"ran in {ran_failed.get(name, 0)} failing and {ran_passed.get(name, 0)} "
                                   f"passing tests")
+        culprits = sorted((n for n in executed_here if n in proven), key=lambda n: order[n])
+        if culprits and not _is_stub(failure):
+            if name != culprits[0]:
+                failure["how"] = (f"its own check fails ({_test_name(proven[culprits[0]])}), and it ran here"
+                                  + (f" before {name}" if name is not None else ""))
+            name = culprits[0]
+            failure["isolating"] = failure["nodeid"] == proven[name]
         groups.setdefault(name, []).append(failure)
     ordered = sorted((name for name in groups if name is not None), key=lambda n: order[n])
     return {name: groups[name] for name in ordered + ([None] if None in groups else [])}
@@ -151,7 +190,7 @@ def _test_name(nodeid: str) -> str:
 def _failure_lines(failure: dict, indent: str) -> list[str]:
     lines = [f"{indent}failing check: {failure['nodeid']}" + (f" (line {failure['line']})" if failure.get("line") else "")]
     if failure.get("check"):
-        lines.append(f"{indent}  {failure['check']}")
+        lines.append(_fit(f"{indent}  {failure['check']}"))     # the statement: its start says which
     values = failure.get("values")
     message = failure.get("message") or []
     if values:
@@ -175,49 +214,119 @@ def _failure_lines(failure: dict, indent: str) -> list[str]:
     return lines
 
 
+def _shows_expected(failure: dict) -> bool:
+    """The failure's own message shows both values (a check that raised with expected and actual)."""
+    text = " ".join(failure.get("message") or []).lower()
+    return "expected" in text and ("actual" in text or " got " in text)
+
+
 def _most_telling(group: list[dict]) -> dict:
     """The failure to show for an exercise: the first check that names a misconception (it raised
-    `Misconception`, see tests/diagnosis.py), else the first that shows expected against actual values,
-    else the first to fail."""
-    for wanted in (lambda f: f.get("exception") == "Misconception", lambda f: f.get("values")):
+    `Misconception`, see tests/diagnosis.py), else the first check that isolates it and shows expected
+    against actual values, else the first that shows them, else the first to fail."""
+    for wanted in (lambda f: f.get("exception") == "Misconception",
+                   lambda f: f.get("isolating") and (f.get("values") or _shows_expected(f)),
+                   lambda f: f.get("values") or _shows_expected(f)):
         for failure in group:
             if wanted(failure):
                 return failure
     return group[0]
 
 
+# What "fits one screen" means for the summary's box: lines, and columns a line is cut to.
+SCREEN_LINES, SCREEN_COLUMNS = 40, 120
+
+
+def _fit(line: str, columns: int = SCREEN_COLUMNS) -> str:
+    return line if len(line) <= columns else line[:columns - 3] + "..."
+
+
+def _wrapped(lines: list[str], columns: int = SCREEN_COLUMNS) -> list[str]:
+    """Lines longer than `columns` continue on the next, indented under their own start."""
+    import textwrap
+
+    out = []
+    for line in lines:
+        if len(line) <= columns:
+            out.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip()) + 4)
+        out += textwrap.wrap(line, columns, subsequent_indent=indent, break_on_hyphens=False,
+                             drop_whitespace=True) or [line[:columns]]
+    return out
+
+
 def render(module: Module, tito_command: str, failures: list[dict], tests: dict[str, dict],
-           chosen: list[Exercise]) -> list[str]:
-    """The summary's lines (empty when nothing failed)."""
-    if not failures:
+           chosen: list[Exercise], stubs: list[str] | tuple[str, ...] = (),
+           max_lines: int = SCREEN_LINES - 2) -> list[str]:
+    """The summary's lines (empty when nothing failed and nothing is a stub), at most `max_lines` of them.
+
+    `stubs`: the exercises (of `chosen`) whose package code is still a release stub. Each is named, in
+    teaching order, even when no check reached it (an earlier stub raised first): a learner who starts
+    a module sees every function to write, the first one first."""
+    stubbed = [name for name in dict.fromkeys(stubs) if any(exercise.name == name for exercise in chosen)]
+    if not failures and not stubbed:
         return []
-    groups = attribute(failures, tests, chosen)
+    groups = attribute(failures, tests, chosen, module) if failures else {}
     where = {exercise.name: exercise for exercise in chosen}
     named = [name for name in groups if name is not None]
+    entries = sorted(named + [name for name in stubbed if name not in groups], key=lambda n: where[n].order)
     number = f"{module.number:02d}"
-    lines = [f"What to fix ({len(failures)} failing test{'s' if len(failures) != 1 else ''}), by function in the "
-             f"order the notebooks teach them; fix the first one first, later ones build on it:"]
-    for position, name in enumerate(named[:MAX_FUNCTIONS_IN_DETAIL], start=1):
-        group = groups[name]
+    counts = [f"{len(failures)} failing test{'s' if len(failures) != 1 else ''}"] if failures else []
+    if stubbed:
+        counts.append(f"{len(stubbed)} function{'s' if len(stubbed) != 1 else ''} not implemented yet")
+    lines = _wrapped([f"What to fix ({', '.join(counts)}), in the order the notebooks teach them; fix the "
+                      f"first one first, later ones build on it:"])
+
+    def entry(position: int, name: str) -> list[str]:
         exercise = where[name]
-        lines.append(f"  {position}. {name}  ({exercise.notebook.name}; {len(group)} failing "
-                     f"test{'s' if len(group) != 1 else ''}; {group[0].get('how', '')})")
+        if name not in groups:
+            return _wrapped([f"  {position}. {name}  ({exercise.notebook.name}; not implemented yet: it still raises "
+                             f"NotImplementedError, and no check reached it past an earlier stub)"])
+        group = groups[name]
+        block = [f"  {position}. {name}  ({exercise.notebook.name}; {len(group)} failing "
+                 f"test{'s' if len(group) != 1 else ''}; {group[0].get('how', '')})"]
         first = _most_telling(group)
-        lines += _failure_lines(first, "     ")
-        lines.append(f"     see it: {tito_command} test --module {number} -- -x -k {_test_name(first['nodeid'])}")
-    if len(named) > MAX_FUNCTIONS_IN_DETAIL:
-        rest = ", ".join(f"{name} ({len(groups[name])})" for name in named[MAX_FUNCTIONS_IN_DETAIL:])
-        lines.append(f"  then: {rest}")
+        block += _failure_lines(first, "     ")
+        block.append(f"     see it: {tito_command} test --module {number} -- -x -k {_test_name(first['nodeid'])}")
+        return _wrapped(block)
+
     others = groups.get(None, [])
+    tail = []
     if others:
-        lines.append(f"  Not traced to one of the functions you write ({len(others)} failing "
-                     f"test{'s' if len(others) != 1 else ''}):")
+        tail.append(f"  Not traced to one of the functions you write ({len(others)} failing "
+                    f"test{'s' if len(others) != 1 else ''}):")
         for failure in others[:3]:
             message = (failure.get("message") or [failure.get("exception", "")])[0]
-            where = "cannot be imported" if failure.get("when") == "collect" else "failed"
-            lines.append(f"    {failure['nodeid']} {where}: {message}"[:200])
+            how = "cannot be imported" if failure.get("when") == "collect" else "failed"
+            tail.append(_fit(f"    {failure['nodeid']} {how}: {message}"))
         if len(others) > 3:
-            lines.append(f"    ... and {len(others) - 3} more")
-    lines.append(f"More: every failure's full traceback: {tito_command} test --module {number} -- -x (stops at the "
-                 f"first); one test: -- -k NAME; all tracebacks: -- --tb=short")
-    return lines
+            tail.append(f"    ... and {len(others) - 3} more")
+    tail += _wrapped([f"More: every failure's full traceback: {tito_command} test --module {number} -- -x (stops "
+                      f"at the first); one test: -- -k NAME; all tracebacks: -- --tb=short"])
+
+    def then(rest: list[str]) -> list[str]:
+        """The functions not shown in detail, by name, wrapped."""
+        failing = [f"{name} ({len(groups[name])})" for name in rest if name in groups]
+        unwritten = [name for name in rest if name not in groups]
+        return _wrapped(([f"  then: {', '.join(failing)}"] if failing else [])
+                        + ([f"  {'and ' if failing else 'then '}not implemented yet: {', '.join(unwritten)}"]
+                           if unwritten else []))
+
+    shown = 0
+    for position, name in enumerate(entries, start=1):
+        block = entry(position, name)
+        room = max_lines - len(lines) - len(tail) - len(then(entries[position:]))
+        if shown >= MAX_FUNCTIONS_IN_DETAIL or (shown and len(block) > room):
+            break
+        lines += block
+        shown += 1
+    lines += then(entries[shown:])
+    return lines + tail
+
+
+def boxed(lines: list[str], columns: int = SCREEN_COLUMNS) -> list[str]:
+    """The summary between two rules, each line cut to `columns`: the last thing on screen, one screen tall
+    (render keeps it to SCREEN_LINES - 2 lines)."""
+    rule = "=" * columns
+    return [rule, *(_fit(line, columns) for line in lines), rule]

@@ -94,6 +94,30 @@ def test_a_sparse_backward_allocates_nothing_vocab_sized():
     expect_close(weight.grad.to_dense()[[5, 17, 399_999]], [[2.0] * dim, [1.0] * dim, [1.0] * dim], "grad rows")
 
 
+@pytest.mark.isolates("Embedding.forward")  # the lookup is replaced by a recorder: only what forward hands it counts
+def test_forward_hands_the_lookup_the_table_s_padding_idx_and_sparse(monkeypatch):
+    table = Embedding(6, 3, padding_idx=2, sparse=True, seed=0)
+    handed = {}
+
+    def recorder(cls, weight, **options):
+        handed.update(options)
+        return Tensor(np.asarray(weight.data)[np.asarray(options["ids"])])
+
+    monkeypatch.setattr(EmbeddingBackward, "apply", classmethod(recorder))
+    table(np.array([[2, 1, 2]]))
+    expected = {"padding_idx": 2, "sparse": True}
+    got = {name: handed.get(name) for name in expected}
+    if got["padding_idx"] != 2:
+        raise misconception("padding", "Embedding.forward must hand the lookup its padding_idx: the backward only "
+                            "knows what forward passed on, so without it the padding row learns", expected, got,
+                            "EmbeddingBackward.apply options")
+    if got != expected:
+        raise AssertionError(f"Embedding.forward hands the lookup the table's options\n  expected {expected}\n"
+                             f"  actual   {got}")
+    expect_close(handed["ids"], [[2, 1, 2]], "ids handed to the lookup")
+
+
+@pytest.mark.isolates("Embedding.__init__")  # init_table (taught before it) has checks of its own
 def test_the_table_has_one_row_per_token():
     table = Embedding(7, 3, seed=0)
     if table.weight.shape != (7, 3):

@@ -58,6 +58,16 @@ def tito(copy: Path, *args: str) -> subprocess.CompletedProcess:
     return process
 
 
+def last_box(text: str) -> list[str]:
+    """The summary's box, the last two rules of `=` in tito's output and the lines between them (rules included)."""
+    from tito.summary import SCREEN_COLUMNS
+
+    lines = text.splitlines()
+    rules = [number for number, line in enumerate(lines) if line == "=" * SCREEN_COLUMNS]
+    assert len(rules) >= 2, f"no summary box in:\n{text}"
+    return lines[rules[-2]:rules[-1] + 1]
+
+
 @pytest.fixture
 def copy(tmp_path):
     copied = copy_repository(tmp_path / "repo")
@@ -109,6 +119,17 @@ def test_release_export_test_fails_naming_stubs_then_passes_with_solutions(copy,
     named = failing.text.split("not implemented yet", 1)[1]
     for function in functions:
         assert function in named, f"`tito test` does not name the unimplemented {function}"
+    # The summary's box, last, fits one screen and names every function to write, the first one first.
+    from tito.summary import SCREEN_COLUMNS, SCREEN_LINES
+
+    box = last_box(failing.text)
+    assert len(box) <= SCREEN_LINES and all(len(line) <= SCREEN_COLUMNS for line in box), "\n".join(box)
+    after = failing.text.split("\n".join(box), 1)[1].strip().splitlines()
+    assert len(after) <= 2, f"the box is the last thing printed:\n{after}"
+    boxed = "\n".join(box)
+    assert boxed.split("  1. ", 1)[1].startswith(functions[0] + " "), boxed
+    for function in dict.fromkeys(functions):
+        assert f" {function} " in boxed.replace(",", " ").replace("(", " "), f"the box does not name {function}:\n{boxed}"
 
     paste_solutions_back(copy, module)
     assert tito(copy, "module", "export", number).returncode == 0

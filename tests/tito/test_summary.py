@@ -89,6 +89,108 @@ def test_render_names_the_function_the_check_the_values_and_how_to_see_more():
     assert render(CHOSEN[0].module, "tito", [], tests, CHOSEN) == []
 
 
+def test_a_forward_proven_wrong_by_its_own_check_takes_the_blame_from_the_backward_that_reads_its_state():
+    # The forward saved its inputs swapped: every gradient check that ran both fails, and by the spectrum
+    # alone the backward (run in fewer passing tests) looks guiltier. The forward's own check ran it alone.
+    chosen = [exercise("MulBackward.forward", 0), exercise("MulBackward.backward", 1)]
+    both = ["MulBackward.forward", "MulBackward.backward"]
+    tests = {"t.py::test_forward_alone": {"outcome": "failed", "executed": ["MulBackward.forward"]},
+             **{f"t.py::test_product{i}": {"outcome": "passed", "executed": ["MulBackward.forward"]} for i in range(10)},
+             "t.py::test_backward_alone": {"outcome": "passed", "executed": ["MulBackward.backward"]},
+             **{f"t.py::test_grad{i}": {"outcome": "failed", "executed": both} for i in range(3)}}
+    failures = [failure(f"t.py::test_grad{i}") for i in range(3)] + [failure("t.py::test_forward_alone")]
+    spectrum_only = {name: test for name, test in tests.items() if name != "t.py::test_forward_alone"}
+    assert list(attribute([dict(f) for f in failures[:3]], spectrum_only, chosen)) == ["MulBackward.backward"]
+    groups = attribute(failures, tests, chosen)
+    assert list(groups) == ["MulBackward.forward"] and len(groups["MulBackward.forward"]) == 4
+    assert "its own check fails (test_forward_alone), and it ran here" in groups["MulBackward.forward"][0]["how"]
+
+
+def test_a_check_marked_isolates_proves_its_exercise_and_the_earliest_proven_one_is_blamed():
+    chosen = [exercise("_reduce", 0), exercise("cross_entropy", 1)]
+    both = ["_reduce", "cross_entropy"]
+    tests = {"t.py::test_stable": {"outcome": "failed", "executed": both, "isolates": ["cross_entropy"]},
+             "t.py::test_mean": {"outcome": "failed", "executed": both},
+             "t.py::test_reduce_alone": {"outcome": "passed", "executed": ["_reduce"]}}
+    groups = attribute([failure("t.py::test_stable"), failure("t.py::test_mean")], tests, chosen)
+    assert list(groups) == ["cross_entropy"]
+    # When _reduce's own check fails too, it is the earlier one: a later exercise is never blamed for it.
+    tests["t.py::test_reduce_alone"]["outcome"] = "failed"
+    groups = attribute([failure("t.py::test_stable"), failure("t.py::test_mean"), failure("t.py::test_reduce_alone")],
+                       tests, chosen)
+    assert list(groups) == ["_reduce"] and len(groups["_reduce"]) == 3
+
+
+def test_a_stub_keeps_its_own_failures_even_when_an_earlier_exercise_is_proven_wrong():
+    chosen = [exercise("init_table", 0), exercise("Embedding.forward", 1)]
+    tests = {"t.py::test_init": {"outcome": "failed", "executed": ["init_table"]},
+             "t.py::test_lookup": {"outcome": "failed", "executed": ["init_table", "Embedding.forward"]}}
+    stub = failure("t.py::test_lookup", raised_in="Embedding.forward", exception="NotImplementedError",
+                   message=["NotImplementedError: Embedding.forward: implement this (see TODO above)"])
+    groups = attribute([failure("t.py::test_init"), stub], tests, chosen)
+    assert list(groups) == ["init_table", "Embedding.forward"]
+
+
+def named(text):
+    """The words of a summary, in order (function names stand alone between spaces, commas and brackets)."""
+    import re
+
+    return [word.rstrip(":.") for word in re.split(r"[\s,()]+", text) if word]
+
+
+def test_an_untouched_release_names_every_stub_first_one_first_even_those_no_check_reached():
+    names = ["table_grad", "EmbeddingBackward.forward", "EmbeddingBackward.backward", "init_table", "Embedding.__init__",
+             "Embedding.forward", "Embedding.attend", "create_sinusoidal_embeddings", "EmbeddingLayer.forward",
+             "quantize_rows", "EmbeddingBagBackward.backward", "FactorizedEmbedding.__init__", "skipgram_step"]
+    chosen = [exercise(name, order) for order, name in enumerate(names)]
+    # Only some stubs are reached by a check (an earlier stub raises first in the others' tests).
+    reached = names[1::3]
+    tests = {f"t.py::test_{name}": {"outcome": "failed", "executed": [name]} for name in reached}
+    failures = [failure(f"t.py::test_{name}", raised_in=name, exception="NotImplementedError",
+                        message=[f"NotImplementedError: {name}: implement this (see TODO above)"]) for name in reached]
+    lines = render(chosen[0].module, "tito", failures, tests, chosen, stubs=names)
+    text = "\n".join(lines)
+    assert lines[0].startswith(f"What to fix ({len(reached)} failing tests, 13 functions not implemented yet)")
+    first = next(line for line in lines if line.startswith("  1. "))
+    assert first.startswith("  1. table_grad  (") and "not implemented yet" in first
+    words = named(text)
+    assert set(names) <= set(words), f"not named: {set(names) - set(words)}\n{text}"
+    import re
+
+    detailed = re.findall(r"^  \d+\. (\S+)", text, re.MULTILINE)
+    assert len(detailed) >= 3 and detailed == names[:len(detailed)], "the first ones in detail, in teaching order"
+    assert "  1. table_grad  (" in "\n".join(render(chosen[0].module, "tito", [], {}, chosen, stubs=names[:1]))
+    # A module with three times as many exercises still fits one screen, every one of them named.
+    from tito.summary import SCREEN_COLUMNS, SCREEN_LINES, boxed
+
+    many = [f"{name}{copy}" for copy in ("", "_b", "_c") for name in names]
+    chosen = [exercise(name, order) for order, name in enumerate(many)]
+    box = boxed(render(chosen[0].module, "tito", failures, tests, chosen, stubs=many))
+    assert len(box) <= SCREEN_LINES and all(len(line) <= SCREEN_COLUMNS for line in box), "\n".join(box)
+    assert set(many) <= set(named("\n".join(box))), "\n".join(box)
+
+
+def test_the_summary_fits_one_screen_in_its_box_however_many_functions_fail():
+    from tito.summary import SCREEN_COLUMNS, SCREEN_LINES, boxed
+
+    names = [f"Layer{i}.forward" for i in range(20)]
+    chosen = [exercise(name, order) for order, name in enumerate(names)]
+    values = {"actual": {"expr": "got", "value": "[" + "1.2345 " * 30 + "]"},
+              "expected": {"expr": "expected", "value": "[" + "2.3456 " * 30 + "]"},
+              "rows": [{"index": i, "actual": "[1.] " * 30, "expected": "[2.] " * 30} for i in range(3)],
+              "rows_summary": "3 of 9 rows differ"}
+    tests = {f"t.py::test_{name}": {"outcome": "failed", "executed": [name]} for name in names}
+    failures = [failure(f"t.py::test_{name}", values=values, check="assert np.allclose(got, expected)  # " + "x" * 200)
+                for name in names]
+    box = boxed(render(chosen[0].module, "tito", failures, tests, chosen))
+    assert len(box) <= SCREEN_LINES and all(len(line) <= SCREEN_COLUMNS for line in box), "\n".join(box)
+    assert box[0] == box[-1] == "=" * SCREEN_COLUMNS
+    text = "\n".join(box)
+    assert "  1. Layer0.forward" in text and "expected expected" in text and "actual   got" in text
+    assert all(name in text for name in names), "the ones not shown in detail are still named"
+    assert "then: " in text and text.rstrip("=\n").splitlines()[-1].startswith(("More:", "    "))
+
+
 # ---------------------------------------------------------------- the plugin, on a tiny package
 
 PACKAGE = '''
@@ -224,12 +326,19 @@ def test_a_wrong_embedding_backward_gets_a_short_summary_naming_it_first_with_ex
 
     result = tito(copy, "module", "complete", "11")
     assert result.returncode == 1, result.text
+    from .test_roundtrip import last_box
+    from tito.summary import SCREEN_LINES
+
     assert "Traceback" not in result.text.split("Summary for", 1)[0], "no pytest tracebacks before the summary"
     assert len(result.text.splitlines()) < 120, result.text
-    summary = result.text.split("What to fix", 1)[1].split("module 11_embeddings is not complete", 1)[0]
-    assert len(summary.splitlines()) < 60, summary
-    functions = [line.split(". ", 1)[1].split()[0] for line in summary.splitlines()
-                 if line.startswith("  ") and line.strip()[:2].rstrip(".").isdigit()]
+    box = last_box(result.text)
+    assert len(box) <= SCREEN_LINES, "\n".join(box)
+    after = [line for line in result.text.split("\n".join(box), 1)[1].splitlines() if line.strip()]
+    assert len(after) == 1 and "is not complete" in after[0], f"the box comes last: {after}"
+    summary = "\n".join(box).split("What to fix", 1)[1]
+    import re
+
+    functions = [match[1] for match in re.finditer(r"^  \d+\. (\S+)", summary, re.MULTILINE)]
     assert functions and functions[0] == "EmbeddingBackward.backward", summary
     first = summary.split("  2. ")[0]
     assert "expected " in first and "actual " in first, first

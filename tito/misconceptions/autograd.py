@@ -4,7 +4,7 @@ from tito.misconceptions import Mistake
 
 MISTAKES = [
     Mistake(
-        name="no-grad-not-restored", exercise="no_grad",
+        name="no-grad-not-restored", says="restores", exercise="no_grad",
         misconception="Leaving no_grad switches gradients back on: but it restores the mode in force before "
                       "(a nested no_grad must not switch them on), also when the block raises.",
         replacement="""
@@ -13,7 +13,7 @@ yield
 _grad_mode.enabled = True
 """),
     Mistake(
-        name="unbroadcast-leading-only", exercise="unbroadcast",
+        name="unbroadcast-leading-only", says="size-1 axes", exercise="unbroadcast",
         misconception="Broadcasting only adds leading axes: but it also stretches axes of size 1, whose "
                       "gradient must be summed back (keepdims).",
         replacement="""
@@ -44,7 +44,7 @@ while stack:
 return order[::-1]
 """),
     Mistake(
-        name="backward-assigns", exercise="backward",
+        name="backward-assigns", says="accumulate", exercise="backward",
         misconception="Each input's gradient is the one its consumer hands back: but an input used twice gets "
                       "two, and they add up (accumulate, never assign).",
         replacement="""

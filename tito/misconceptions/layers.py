@@ -12,7 +12,7 @@ for entry_name, value in self._named_entries():
         yield (f"{prefix}.{entry_name}" if prefix else entry_name), value
 """),
     Mistake(
-        name="linear-weight-out-in", exercise="Linear.__init__",
+        name="linear-weight-out-in", says="(in_features, out_features)", exercise="Linear.__init__",
         misconception="The weight is (out_features, in_features) as PyTorch stores it: but here forward is "
                       "x @ weight, so it is (in_features, out_features).",
         replacement="""

@@ -15,7 +15,7 @@ if reduction == "sum":
 return total / float(losses.size) if losses.size > 0 else total + float("nan")
 """),
     Mistake(
-        name="cross-entropy-log-of-softmax", exercise="cross_entropy",
+        name="cross-entropy-log-of-softmax", says="log_softmax", exercise="cross_entropy",
         misconception="Cross-entropy is −log(softmax(x)[target]): but softmax underflows to 0 for a confident "
                       "wrong logit and log(0) is −inf; log_softmax computes it stably.",
         replacement="""

@@ -154,7 +154,7 @@ def prove(root: Path, module_name: str, only: str | None = None) -> dict:
                 tests.update(rerun.get("tests", {}))
                 failures = rerun.get("failures", [])
             lines = summary.render(module, "tito", failures, tests, runner.chosen)
-            groups = summary.attribute([dict(f) for f in failures], tests, runner.chosen) if failures else {}
+            groups = summary.attribute([dict(f) for f in failures], tests, runner.chosen, module) if failures else {}
             result = judge(mistake, lines, [name for name in groups if name is not None], len(failures))
             result["rerun_tests"], result["slow_tests_left_out"] = len(selected), sorted(slow)
             results.append(result)

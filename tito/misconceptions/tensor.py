@@ -4,7 +4,7 @@ from tito.misconceptions import Mistake
 
 MISTAKES = [
     Mistake(
-        name="mul-saves-swapped", exercise="MulBackward.forward",
+        name="mul-saves-swapped", says="saved in the wrong order", exercise="MulBackward.forward",
         misconception="The order in which forward saves its inputs does not matter: but backward unpacks them "
                       "in the order saved, so each operand gets the other's gradient.",
         replacement="""
@@ -26,14 +26,14 @@ a, b = ctx.saved
 return grad / b, grad * a / (b * b)
 """),
     Mistake(
-        name="matmul-no-transpose", exercise="MatMulBackward.backward",
+        name="matmul-no-transpose", says="transpose", exercise="MatMulBackward.backward",
         misconception="The gradient of a @ b with respect to a is grad @ b: but the shapes say grad @ bᵀ.",
         replacement="""
 a, b = ctx.saved
 return grad @ b, a @ grad
 """),
     Mistake(
-        name="sum-broadcast-back", exercise="SumBackward.backward",
+        name="sum-broadcast-back", says="reduced axis not restored", exercise="SumBackward.backward",
         misconception="Broadcasting the reduced gradient back to the input's shape puts each value where it "
                       "came from: but without the reduced axes restored it lines up with the wrong axis.",
         replacement="""
@@ -58,7 +58,7 @@ return (full,)
 return (grad * (1 - out),)
 """),
     Mistake(
-        name="relu-saves-input", exercise="ReLUBackward.forward",
+        name="relu-saves-input", says="not the mask", exercise="ReLUBackward.forward",
         misconception="Saving the input is enough for backward: but ReLU's backward needs the mask x > 0, and "
                       "the input itself multiplies the gradient by x.",
         replacement="""
