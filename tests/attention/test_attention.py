@@ -460,3 +460,54 @@ def test_embed_dim_is_accepted_as_in_pytorch():
         MultiHeadAttention(8, 2, embed_dim=8)
     with pytest.raises(TypeError, match=r"missing required argument d_model \(or its alias embed_dim\)"):
         MultiHeadAttention(num_heads=2)
+
+
+# --- the exercises one at a time, against plain NumPy (so a wrong one is named alone) --------------------------
+
+from tinytorch.core.attention import alibi_bias, alibi_slopes    # noqa: E402
+
+
+def masked_softmax_reference(scores, allowed):
+    "softmax over the allowed keys, per row; a row with no allowed key is 0."
+    out = np.zeros_like(scores)
+    for index in np.ndindex(scores.shape[:-1]):
+        keep = np.broadcast_to(allowed, scores.shape)[index]
+        if keep.any():
+            e = np.exp(scores[index][keep] - scores[index][keep].max())
+            out[index][keep] = e / e.sum()
+    return out
+
+
+@pytest.mark.parametrize("kind", ["bool", "float"])
+@pytest.mark.parametrize("empty", ["one empty row", "no empty row", "every row empty in one batch"])
+def test_attention_weights_are_a_softmax_over_the_allowed_keys(rng, kind, empty):
+    scores = rng.standard_normal((2, 3, 4))
+    allowed = rng.random((2, 3, 4)) > 0.4
+    allowed[..., 2] = True
+    if empty == "one empty row":
+        allowed[0, 1] = False
+    elif empty == "every row empty in one batch":
+        allowed[1] = False
+    mask = allowed if kind == "bool" else np.where(allowed, 0.0, -np.inf)
+    weights = attention_weights(Tensor(scores), mask).data
+    expected = masked_softmax_reference(scores, allowed)
+    assert np.allclose(weights, expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("offset", [0, 3])
+def test_alibi_bias_is_minus_slope_times_distance_from_the_query_position(offset):
+    heads, L, S = 4, 2, 5
+    bias = alibi_bias(heads, L, S, offset=offset, dtype=np.float64)
+    expected = np.array([[[-m * abs(i + offset - j) for j in range(S)] for i in range(L)]
+                         for m in [2.0 ** (-8 * h / heads) for h in range(1, heads + 1)]])
+    assert np.allclose(bias, expected)
+
+
+def test_alibi_attention_decoded_with_a_cache_equals_the_full_pass(rng):
+    mha = MultiHeadAttention(8, 2, alibi=True, seed=1)
+    x = Tensor(rng.standard_normal((1, 5, 8)))
+    full = mha(x).data
+    cache = KVCache()
+    with no_grad():
+        parts = [mha(x[:, :2], cache=cache).data] + [mha(x[:, t:t + 1], cache=cache).data for t in range(2, 5)]
+    assert np.allclose(np.concatenate(parts, axis=1), full, atol=1e-6)
