@@ -112,6 +112,8 @@ def test_generate_refuses_masks_that_are_not_left_padding(mask, words):
      ValueError, r"positions 20..24 exceed the learned position table of max_seq_len=24 rows"),
     (lambda m: m(np.ones((1, 3), np.int64), np.ones((1, 3), np.int64), np.arange(3), m.new_caches()),
      TypeError, r"positional argument"),                               # caches are keyword-only
+    (lambda m: m(np.ones((1, 3), np.int64), m.new_caches()),
+     TypeError, r"second argument of TransformerLM.forward is attention_mask; got KVCaches: pass them by name"),
 ])
 def test_bad_mask_and_position_arguments_are_refused(call, error, words):
     with pytest.raises(error, match=words):

@@ -296,6 +296,9 @@ def _padding_mask(attention_mask, batch, keys, single):
     "Hugging Face's attention_mask (B, S) of 1/0 -> the key padding mask (B, S), True = padding; None if no padding."
     if attention_mask is None:
         return None
+    if isinstance(attention_mask, (list, tuple)) and any(isinstance(item, KVCache) for item in attention_mask):
+        raise TypeError("the second argument of TransformerLM.forward is attention_mask; got KVCaches: pass them "
+                        "by name, model(ids, caches=caches)")
     mask = np.asarray(attention_mask.data if isinstance(attention_mask, Tensor) else attention_mask)
     expected = (keys,) if single else (batch, keys)
     if mask.shape != expected or mask.dtype.kind not in "biu" or not np.isin(mask, (0, 1)).all():
