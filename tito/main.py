@@ -12,6 +12,8 @@
     tito module complete NAME_OR_NUMBER [-- PYTEST_ARGS]
     tito system doctor
     tito demo embeddings [DEMO_ARGS]
+    tito docs [--out DIR] [--solutions] [--strict]
+    tito grade FOLDER [--module NAME_OR_NUMBER ...] [--timeout SECONDS] [--test-timeout SECONDS] [--out DIR]
 
 Exit codes: 0 success, 1 something failed, 2 usage error (e.g. unknown module).
 Only the standard library is imported here; nbdev, execnb and pytest run in
@@ -30,6 +32,7 @@ import tempfile
 from pathlib import Path
 
 from tito import hints, learner, ui
+from tito.docs import DEFAULT_OUT as DEFAULT_DOCS_OUT, cmd_docs
 from tito.repo import (
     RepoError, Settings, describe_modules, discover_modules, find_root, resolve_module, subprocess_env,
 )
@@ -241,6 +244,7 @@ NEEDS = {
     ("module", "export"): ("nbdev",),
     ("module", "complete"): ("numpy", "pytest", "execnb", "nbdev"),
     ("demo", None): ("numpy",),
+    ("grade", None): ("numpy", "pytest", "nbdev"),
 }
 
 
@@ -336,7 +340,40 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("name", choices=sorted(DEMOS))
     demo.add_argument("demo_args", nargs=argparse.REMAINDER, help="arguments for the demo")
     demo.set_defaults(handler=cmd_demo)
+
+    docs = commands.add_parser(
+        "docs", help="build the documentation site (notebooks, API reference, search) with Sphinx + MyST-NB")
+    docs.add_argument("--out", metavar="DIR", help=f"write the site to DIR (default: {DEFAULT_DOCS_OUT}/ in the repository)")
+    docs.add_argument("--solutions", action="store_true",
+                      help="show the dev notebooks with their solutions (default: the learner's notebooks, stubs in place)")
+    docs.add_argument("--strict", action="store_true", help="fail on any Sphinx warning (a broken reference, ...)")
+    docs.set_defaults(handler=cmd_docs)
+
+    from tito.grade import DEFAULT_TEST_TIMEOUT, DEFAULT_TIMEOUT
+
+    grade = commands.add_parser(
+        "grade", help="grade a class: each learner's solution blocks run against the instructor's checks",
+        description="Grade a folder of learners' notebooks (one subfolder per learner) with this repository's "
+                    "checks: each learner's solution blocks go into a temporary copy of the repository, in a process "
+                    "group of their own with a time limit; writes grades.csv and summary.txt. Not a security "
+                    "sandbox: the learners' code runs as you (see `python -c 'import tito.grade; "
+                    "help(tito.grade)'`).")
+    grade.add_argument("folder", metavar="FOLDER", help="one subfolder per learner, holding their notebooks")
+    grade.add_argument("--module", "-m", action="append", metavar="NAME_OR_NUMBER",
+                       help="grade this module (repeatable; default: every module a learner has a notebook of)")
+    grade.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                       help=f"time limit per learner, all modules together (default {DEFAULT_TIMEOUT:g})")
+    grade.add_argument("--test-timeout", type=float, default=DEFAULT_TEST_TIMEOUT, metavar="SECONDS",
+                       help=f"time limit per check (default {DEFAULT_TEST_TIMEOUT:g})")
+    grade.add_argument("--out", metavar="DIR", help="where grades.csv and summary.txt go (default: FOLDER-grades)")
+    grade.set_defaults(handler=_grade)
     return parser
+
+
+def _grade(root: Path, args: argparse.Namespace, extra: list[str]) -> int:
+    from tito.grade import cmd_grade
+
+    return cmd_grade(root, args, extra)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,5 +1,5 @@
 """Module 05 (autograd): the mistakes learners typically make in the engine: the grad-mode switch,
-unbroadcasting, the topological order, the walk, the segment sum and the row-sparse gradient."""
+unbroadcasting, the topological order, the walk, the segment sum, the row-sparse gradient and the graph's layers."""
 from tito.misconceptions import Mistake
 
 MISTAKES = [
@@ -80,6 +80,20 @@ unique_ids, slots = np.unique(ids, return_inverse=True)
 sums = np.zeros((len(unique_ids),) + values.shape[1:], dtype=values.dtype)
 sums[slots] += values
 return unique_ids, sums
+"""),
+    Mistake(
+        name="ranks-by-highest-input", says="arrow points up", exercise="layer_ranks",
+        misconception="A node goes one layer below its first (or nearest) input: but it must sit below all of "
+                      "them, so below the lowest, 1 + the largest rank (the longest path), or an arrow points up.",
+        replacement="""
+preds, succs = _neighbours(node_ids, edges)
+rank = {}
+for node_id in node_ids:
+    rank[node_id] = min((rank[p] + 1 for p in preds[node_id]), default=0)
+for node_id in node_ids:
+    if not preds[node_id] and succs[node_id]:
+        rank[node_id] = min(rank[s] for s in succs[node_id]) - 1
+return rank
 """),
     Mistake(
         name="to-dense-float64", says="dtype", exercise="RowSparseGrad.to_dense",
