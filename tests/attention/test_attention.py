@@ -511,3 +511,10 @@ def test_alibi_attention_decoded_with_a_cache_equals_the_full_pass(rng):
     with no_grad():
         parts = [mha(x[:, :2], cache=cache).data] + [mha(x[:, t:t + 1], cache=cache).data for t in range(2, 5)]
     assert np.allclose(np.concatenate(parts, axis=1), full, atol=1e-6)
+
+
+@pytest.mark.parametrize("query_len, key_len, offset", [(1, 1, 0), (4, 4, 0), (3, 6, 3), (2, 5, 1), (4, 3, -1)])
+def test_causal_mask_lets_query_i_see_keys_up_to_and_including_i_plus_offset(query_len, key_len, offset):
+    expected = np.array([[j <= i + offset for j in range(key_len)] for i in range(query_len)])
+    mask = causal_mask(query_len, key_len, offset=offset)
+    assert np.array_equal(mask, expected)
