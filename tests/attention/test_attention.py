@@ -332,3 +332,189 @@ def test_multi_head_attention_takes_an_empty_sequence():
 def test_attention_refuses_a_bad_seed_naming_it(seed):
     with pytest.raises((TypeError, ValueError), match="seed"):
         MultiHeadAttention(8, 2, seed=seed)
+
+
+# --- masks, padding, positions and weights (issue 24) ----------------------------------------------------------
+
+from tinytorch.core.attention import merge_masks    # noqa: E402  (the issue-24 exercise)
+
+
+def test_merge_masks_equals_elementwise_reference(rng):
+    "Booleans: a key takes part only if every mask lets it (key_padding_mask True = ignore); any float: sums of 0/-inf."
+    causal = np.tril(np.ones((4, 5), bool), k=1)
+    own = rng.random((2, 3, 4, 5)) > 0.3
+    padding = rng.random((2, 5)) > 0.7
+    got = np.broadcast_to(merge_masks(causal, own, key_padding_mask=padding), (2, 3, 4, 5))
+    for index in np.ndindex(2, 3, 4, 5):
+        b, h, i, j = index
+        assert got[index] == (causal[i, j] and own[index] and not padding[b, j])
+    bias = rng.standard_normal((3, 4, 5))
+    got = np.broadcast_to(merge_masks(causal, bias, key_padding_mask=padding), (2, 3, 4, 5))
+    for index in np.ndindex(2, 3, 4, 5):
+        b, h, i, j = index
+        expected = bias[h, i, j] if causal[i, j] and not padding[b, j] else -np.inf
+        assert got[index] == expected
+    assert merge_masks() is None and merge_masks(None, None) is None
+
+
+@pytest.mark.parametrize("options", [dict(), dict(num_kv_heads=2, rope=True), dict(fused_qkv=True, causal=False),
+                                     dict(num_kv_heads=1, alibi=True)])
+@pytest.mark.parametrize("masks", ["bool", "float", "padding", "bool + float padding"])
+def test_masked_multi_head_attention_gradcheck(rng, options, masks):
+    options = dict(options, rope=RotaryEmbedding(2, interleaved=False)) if options.get("rope") else options
+    mha = float64_copy(MultiHeadAttention(8, 4, seed=0, **options))
+    x = leaf(rng, 2, 3, 8)
+    attn = padding = None
+    if masks in ("bool", "bool + float padding"):
+        attn = rng.random((2, 4, 3, 3)) > 0.3
+    if masks == "float":
+        attn = rng.standard_normal((3, 3))
+    if masks == "padding":
+        padding = np.array([[False, False, True], [True, False, False]])
+    if masks == "bool + float padding":
+        padding = rng.standard_normal((2, 3))
+    assert gradcheck(lambda inp, *params: mha(inp, attn, key_padding_mask=padding), [x] + mha.parameters())
+
+
+def test_per_head_masks_reach_their_own_head_under_grouped_queries(rng):
+    "A (B, H, T, S) mask with 4 query heads in 2 kv groups: each head's weights are 0 exactly where its mask is False."
+    mha = MultiHeadAttention(8, 4, num_kv_heads=2, causal=False, seed=0)
+    mask = rng.random((2, 4, 3, 3)) > 0.4
+    mask[..., 0] = True
+    _, weights = mha(Tensor(rng.standard_normal((2, 3, 8))), mask, need_weights=True, average_attn_weights=False)
+    assert weights.shape == (2, 4, 3, 3)
+    assert np.array_equal(weights.data > 0, mask)
+    np.testing.assert_allclose(weights.data.sum(-1), 1.0, rtol=1e-6)
+
+
+def test_averaged_weights_are_the_mean_of_the_per_head_weights(rng):
+    mha = MultiHeadAttention(8, 4, num_kv_heads=2, seed=0)
+    x = Tensor(rng.standard_normal((2, 5, 8)))
+    out_mean, averaged = mha(x, need_weights=True)
+    out_heads, per_head = mha(x, need_weights=True, average_attn_weights=False)
+    assert averaged.shape == (2, 5, 5) and per_head.shape == (2, 4, 5, 5)
+    np.testing.assert_allclose(averaged.data, per_head.data.mean(axis=1), rtol=1e-6)
+    np.testing.assert_array_equal(out_mean.data, out_heads.data)
+    np.testing.assert_array_equal(out_mean.data, mha(x).data)
+    assert np.all(np.triu(per_head.data[0, 0], k=1) == 0), "the causal mask shows in the weights"
+
+
+@pytest.mark.parametrize("rope", ["half", "interleaved"])
+def test_left_padding_with_positions_equals_each_row_alone(rng, rope):
+    "key_padding_mask + token_positions counted from the first real token: padded rows give each sequence's own output."
+    mha = float64_copy(MultiHeadAttention(8, 2, rope=RotaryEmbedding(4, interleaved=rope == "interleaved"), seed=4))
+    lengths = [5, 2, 3]
+    x = rng.standard_normal((3, 5, 8))
+    padding = np.arange(5)[None, :] < (5 - np.array(lengths))[:, None]           # left padding, True = pad
+    positions = np.maximum(np.cumsum(~padding, axis=1) - 1, 0)
+    out = mha(Tensor(x), key_padding_mask=padding, token_positions=positions).data
+    for row, n in enumerate(lengths):
+        alone = mha(Tensor(x[row:row + 1, 5 - n:])).data[0]
+        np.testing.assert_allclose(out[row, 5 - n:], alone, atol=1e-12)
+
+
+def test_token_positions_equal_the_default_positions_and_continue_after_a_cache(rng):
+    mha = MultiHeadAttention(8, 2, num_kv_heads=1, rope=RotaryEmbedding(4), seed=5)
+    x = Tensor(rng.standard_normal((2, 6, 8)))
+    full = mha(x).data
+    np.testing.assert_array_equal(mha(x, token_positions=np.arange(6)).data, full)
+    np.testing.assert_array_equal(mha(x, token_positions=np.tile(np.arange(6), (2, 1))).data, full)
+    shifted = mha(x, token_positions=np.arange(6) + 7).data
+    np.testing.assert_allclose(shifted, full, atol=1e-5)            # RoPE scores depend only on distances
+    cache = KVCache()
+    with no_grad():
+        first = mha(x[:, :4], cache=cache).data
+        last = mha(x[:, 4:], cache=cache, token_positions=np.array([4, 5])).data
+    np.testing.assert_allclose(np.concatenate([first, last], axis=1), full, atol=1e-6)
+
+
+def test_key_padding_mask_covers_cached_keys(rng):
+    "With a cache, the key padding mask spans every key, cached and new (Hugging Face's attention_mask over the past)."
+    mha = MultiHeadAttention(8, 2, seed=6)
+    x = Tensor(rng.standard_normal((1, 4, 8)))
+    padding = np.array([[True, False, False, False]])
+    full = mha(x, key_padding_mask=padding).data
+    cache = KVCache()
+    with no_grad():
+        head = mha(x[:, :3], key_padding_mask=padding[:, :3], cache=cache).data
+        tail = mha(x[:, 3:], key_padding_mask=padding, cache=cache).data
+    np.testing.assert_allclose(np.concatenate([head, tail], axis=1), full, atol=1e-6)
+
+
+def test_a_cache_passed_where_the_mask_goes_is_refused():
+    "Issue 24: `mha(x, mask)` once read the mask as the KV cache; the cache is keyword-only now."
+    mha = MultiHeadAttention(8, 2, seed=0)
+    cache = KVCache()
+    with pytest.raises(TypeError, match=r"second argument .* is attn_mask; got a KVCache: pass the cache by name"):
+        mha(np.ones((1, 2, 8)), cache)
+    assert cache.length == 0
+    with pytest.raises(TypeError, match="cache must be a KVCache or None"):
+        mha(np.ones((1, 2, 8)), cache=np.ones((2, 2)))
+
+
+def test_embed_dim_is_accepted_as_in_pytorch():
+    a, b = MultiHeadAttention(embed_dim=8, num_heads=2, seed=0), MultiHeadAttention(8, 2, seed=0)
+    assert a.d_model == a.embed_dim == 8
+    assert [p.shape for p in a.parameters()] == [p.shape for p in b.parameters()]
+    with pytest.raises(TypeError, match=r"got both d_model=8 and embed_dim=8"):
+        MultiHeadAttention(8, 2, embed_dim=8)
+    with pytest.raises(TypeError, match=r"missing required argument d_model \(or its alias embed_dim\)"):
+        MultiHeadAttention(num_heads=2)
+
+
+# --- the exercises one at a time, against plain NumPy (so a wrong one is named alone) --------------------------
+
+from tinytorch.core.attention import alibi_bias, alibi_slopes    # noqa: E402
+
+
+def masked_softmax_reference(scores, allowed):
+    "softmax over the allowed keys, per row; a row with no allowed key is 0."
+    out = np.zeros_like(scores)
+    for index in np.ndindex(scores.shape[:-1]):
+        keep = np.broadcast_to(allowed, scores.shape)[index]
+        if keep.any():
+            e = np.exp(scores[index][keep] - scores[index][keep].max())
+            out[index][keep] = e / e.sum()
+    return out
+
+
+@pytest.mark.parametrize("kind", ["bool", "float"])
+@pytest.mark.parametrize("empty", ["one empty row", "no empty row", "every row empty in one batch"])
+def test_attention_weights_are_a_softmax_over_the_allowed_keys(rng, kind, empty):
+    scores = rng.standard_normal((2, 3, 4))
+    allowed = rng.random((2, 3, 4)) > 0.4
+    allowed[..., 2] = True
+    if empty == "one empty row":
+        allowed[0, 1] = False
+    elif empty == "every row empty in one batch":
+        allowed[1] = False
+    mask = allowed if kind == "bool" else np.where(allowed, 0.0, -np.inf)
+    weights = attention_weights(Tensor(scores), mask).data
+    expected = masked_softmax_reference(scores, allowed)
+    assert np.allclose(weights, expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("offset", [0, 3])
+def test_alibi_bias_is_minus_slope_times_distance_from_the_query_position(offset):
+    heads, L, S = 4, 2, 5
+    bias = alibi_bias(heads, L, S, offset=offset, dtype=np.float64)
+    expected = np.array([[[-m * abs(i + offset - j) for j in range(S)] for i in range(L)]
+                         for m in [2.0 ** (-8 * h / heads) for h in range(1, heads + 1)]])
+    assert np.allclose(bias, expected)
+
+
+def test_alibi_attention_decoded_with_a_cache_equals_the_full_pass(rng):
+    mha = MultiHeadAttention(8, 2, alibi=True, seed=1)
+    x = Tensor(rng.standard_normal((1, 5, 8)))
+    full = mha(x).data
+    cache = KVCache()
+    with no_grad():
+        parts = [mha(x[:, :2], cache=cache).data] + [mha(x[:, t:t + 1], cache=cache).data for t in range(2, 5)]
+    assert np.allclose(np.concatenate(parts, axis=1), full, atol=1e-6)
+
+
+@pytest.mark.parametrize("query_len, key_len, offset", [(1, 1, 0), (4, 4, 0), (3, 6, 3), (2, 5, 1), (4, 3, -1)])
+def test_causal_mask_lets_query_i_see_keys_up_to_and_including_i_plus_offset(query_len, key_len, offset):
+    expected = np.array([[j <= i + offset for j in range(key_len)] for i in range(query_len)])
+    mask = causal_mask(query_len, key_len, offset=offset)
+    assert np.array_equal(mask, expected)

@@ -128,3 +128,44 @@ def test_9_rope_at_the_most_negative_small_int_takes_the_right_angle(dtype, posi
     expected[0::2], expected[1::2] = a * np.cos(angles) - b * np.sin(angles), a * np.sin(angles) + b * np.cos(angles)
     assert np.allclose(wide.data[0], expected, atol=1e-12)
     assert np.allclose(narrow.data[0], expected, atol=1e-12)
+
+
+# ------------------------------------------------------------------------------------------------ issue 24: attention masks
+
+from tinytorch.core.attention import MultiHeadAttention    # noqa: E402
+
+X = np.ones((2, 3, 8), F32)
+
+
+def _mha(**options):
+    return lambda: MultiHeadAttention(8, 2, seed=0, **options)
+
+
+MASK_CASES = [
+    Case("masks/attn-mask-shape", on(_mha(), lambda m: m(X, np.ones((3, 4), bool))),
+         ValueError, r"attn_mask of shape \(3, 4\) does not broadcast to the scores' shape .* = \(2, 2, 3, 3\)"),
+    Case("masks/attn-mask-5d", on(_mha(), lambda m: m(X, np.ones((1, 1, 1, 3, 3), bool))),
+         ValueError, r"attn_mask of shape \(1, 1, 1, 3, 3\) does not broadcast"),
+    Case("masks/attn-mask-int", on(_mha(), lambda m: m(X, np.ones((3, 3), np.int64))),
+         TypeError, r"attn_mask must be boolean or float; got dtype int64"),
+    Case("masks/padding-shape", on(_mha(), lambda m: m(X, key_padding_mask=np.ones((2, 4), bool))),
+         ValueError, r"key_padding_mask must have shape \(batch, keys\) = \(2, 3\); got \(2, 4\)"),
+    Case("masks/padding-int", on(_mha(), lambda m: m(X, key_padding_mask=np.ones((2, 3), np.int8))),
+         TypeError, r"key_padding_mask must be boolean or float; got dtype int8"),
+    Case("masks/positions-without-rope", on(_mha(), lambda m: m(X, token_positions=np.arange(3))),
+         ValueError, r"token_positions rotate queries and keys by RoPE, and this attention has no rope"),
+    Case("masks/positions-float", on(_mha(rope=RotaryEmbedding(4)), lambda m: m(X, token_positions=np.ones(3))),
+         ValueError, r"token_positions must be integers of shape \(seq,\) = \(3,\) or \(batch, seq\) = \(2, 3\); "
+                     r"got dtype float64"),
+    Case("masks/positions-shape", on(_mha(rope=RotaryEmbedding(4)), lambda m: m(X, token_positions=np.arange(4))),
+         ValueError, r"token_positions must be integers of shape .* got dtype int64, shape \(4,\)"),
+    Case("masks/need-weights-string", on(_mha(), lambda m: m(X, need_weights="yes")),
+         TypeError, r"need_weights must be True or False; got 'yes'"),
+    Case("masks/average-none", on(_mha(), lambda m: m(X, need_weights=True, average_attn_weights=None)),
+         TypeError, r"average_attn_weights must be True or False; got None"),
+]
+
+
+@pytest.mark.parametrize("case", MASK_CASES, ids=[case.id for case in MASK_CASES])
+def test_bad_mask_arguments_raise_the_documented_error_and_change_nothing(case):
+    check_case(case)

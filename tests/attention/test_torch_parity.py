@@ -124,3 +124,90 @@ def test_a_float_mask_of_minus_inf_rows_matches_pytorch_values_and_gradients(tor
     theirs = F.scaled_dot_product_attention(tq, tk, tv, attn_mask=torch.tensor(mask))
     assert not np.isnan(ours.data).any()
     assert_same_outputs_and_grads(torch, rng, ours, theirs, ((q, tq), (k, tk), (v, tv)))
+
+
+# ================================================================ issue 24: masks, padding, need_weights (nn.MultiheadAttention)
+
+def mha_pair(torch, rng, embed_dim=8, num_heads=2):
+    """Our fused MultiHeadAttention (no causal mask, float64) and a torch.nn.MultiheadAttention with the same weights.
+
+    PyTorch's in_proj_weight (3E, E) and out_proj.weight (E, E) are (out, in): ours are their transposes."""
+    ours = MultiHeadAttention(embed_dim=embed_dim, num_heads=num_heads, fused_qkv=True, causal=False, seed=1)
+    for p in ours.parameters():
+        p.data = p.data.astype(np.float64)
+        p.data[...] = rng.standard_normal(p.shape) * 0.5
+    theirs = torch.nn.MultiheadAttention(embed_dim, num_heads, batch_first=True, dtype=torch.float64)
+    with torch.no_grad():
+        theirs.in_proj_weight.copy_(torch.tensor(ours.c_attn.weight.data.T))
+        theirs.in_proj_bias.copy_(torch.tensor(ours.c_attn.bias.data))
+        theirs.out_proj.weight.copy_(torch.tensor(ours.c_proj.weight.data.T))
+        theirs.out_proj.bias.copy_(torch.tensor(ours.c_proj.bias.data))
+    return ours, theirs
+
+
+def mha_masks(torch, rng, case, B=2, H=2, T=4):
+    """(our attn_mask, our key_padding_mask), (PyTorch's attn_mask, key_padding_mask) for one case.
+
+    nn.MultiheadAttention's boolean attn_mask means True = ignore (ours: True = attend, as scaled_dot_product_attention),
+    and a per-head mask is (B·H, T, S) there; the key padding mask has the same convention in both (True = ignore)."""
+    attn = padding = None
+    if case in ("bool", "bool + padding"):
+        attn = rng.random((T, T)) > 0.4
+        attn[:, 0] = True                                       # no query without a key (PyTorch would give NaN)
+    if case in ("float per head", "float + padding"):
+        attn = rng.standard_normal((B, H, T, T))
+    if case in ("padding", "bool + padding", "float + padding"):
+        padding = np.array([[False, False, True, True], [False, True, False, True]])
+    if case == "float padding":
+        padding = rng.standard_normal((B, T))
+    torch_attn = None if attn is None else torch.tensor(~attn if attn.dtype == bool else attn.reshape(B * H, T, T))
+    torch_padding = None if padding is None else torch.tensor(padding)
+    return (attn, padding), (torch_attn, torch_padding)
+
+
+@pytest.mark.parametrize("case", ["bool", "float per head", "padding", "float padding", "bool + padding",
+                                  "float + padding"])
+@pytest.mark.parametrize("average", [True, False])
+@pytest.mark.filterwarnings("ignore:Support for mismatched key_padding_mask")   # PyTorch on a float + bool pair
+def test_masked_multi_head_attention_matches_nn_multihead_attention(torch, rng, case, average):
+    mha, reference = mha_pair(torch, rng)
+    (attn, padding), (tattn, tpadding) = mha_masks(torch, rng, case)
+    x, tx = both(rng, 2, 4, 8)
+    out, weights = mha(x, attn, key_padding_mask=padding, need_weights=True, average_attn_weights=average)
+    tout, tweights = reference(tx, tx, tx, attn_mask=tattn, key_padding_mask=tpadding, need_weights=True,
+                               average_attn_weights=average)
+    assert weights.shape == tuple(tweights.shape) == ((2, 4, 4) if average else (2, 2, 4, 4))
+    assert np.allclose(weights.data, tweights.detach().numpy(), atol=1e-10)
+    assert_same_outputs_and_grads(torch, rng, out, tout, [(x, tx)])
+    assert np.allclose(mha.c_attn.weight.grad, reference.in_proj_weight.grad.numpy().T, atol=1e-10)
+    assert np.allclose(mha.c_proj.weight.grad, reference.out_proj.weight.grad.numpy().T, atol=1e-10)
+
+
+def test_need_weights_gradient_matches_pytorch(torch, rng):
+    "The returned weights are part of the graph: a loss on them back-propagates as in PyTorch."
+    mha, reference = mha_pair(torch, rng)
+    (_, padding), (_, tpadding) = mha_masks(torch, rng, "padding")
+    x, tx = both(rng, 2, 4, 8)
+    _, weights = mha(x, key_padding_mask=padding, need_weights=True, average_attn_weights=False)
+    _, tweights = reference(tx, tx, tx, key_padding_mask=tpadding, need_weights=True, average_attn_weights=False)
+    assert_same_outputs_and_grads(torch, rng, weights, tweights, [(x, tx)])
+
+
+def test_causal_plus_padding_matches_sdpa_with_the_combined_mask(torch, rng):
+    "Our causal MultiHeadAttention with a key padding mask = PyTorch's SDPA given causal & not-padding by hand."
+    import torch.nn.functional as F
+    mha = MultiHeadAttention(8, 2, bias=False, seed=2)
+    for p in mha.parameters():
+        p.data = p.data.astype(np.float64)
+    x, tx = both(rng, 2, 5, 8)
+    padding = np.array([[True, True, False, False, False], [False, False, False, False, True]])
+    allowed = np.tril(np.ones((5, 5), bool))[None, None] & ~padding[:, None, None, :]
+    allowed[0, :, :2, 0] = True       # PyTorch's SDPA gives NaN for a query with no key; those rows are ours' zeros
+    weights = {n: torch.tensor(getattr(mha, n).weight.data) for n in ("q_proj", "k_proj", "v_proj", "o_proj")}
+    q, k, v = ((tx @ weights[n]).view(2, 5, 2, 4).transpose(1, 2) for n in ("q_proj", "k_proj", "v_proj"))
+    theirs = F.scaled_dot_product_attention(q, k, v, attn_mask=torch.tensor(allowed))
+    theirs = theirs.transpose(1, 2).reshape(2, 5, 8) @ weights["o_proj"]
+    ours = mha(x, key_padding_mask=padding)
+    assert np.allclose(ours.data[0, :2], 0.0), "a query whose every key is masked gets 0 (no NaN)"
+    assert np.allclose(ours.data[0, 2:], theirs.detach().numpy()[0, 2:], atol=1e-10)
+    assert np.allclose(ours.data[1], theirs.detach().numpy()[1], atol=1e-10)

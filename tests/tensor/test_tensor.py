@@ -766,3 +766,13 @@ def test_softmax_names_a_bad_axis(shape):
     for op in ("softmax", "log_softmax"):
         with pytest.raises(IndexError, match="axis 3 is out of range"):
             getattr(Tensor(np.ones(shape)), op)(axis=3)
+
+
+def test_matmul_method_is_the_at_operator_with_its_gradient(rng):
+    "Issue 24: `Tensor.matmul`, PyTorch's method name, is `@` (same values, gradients and errors)."
+    a, b = param(rng, 2, 3, 4), param(rng, 4, 5)
+    np.testing.assert_array_equal(a.matmul(b).data, (a @ b).data)
+    assert gradcheck(lambda a, b: a.matmul(b), [a, b])
+    assert isinstance(a.matmul(rng.standard_normal((4,))), Tensor)
+    with pytest.raises(ValueError, match=r"\(2, 3, 4\)"):
+        a.matmul(param(rng, 5, 2))

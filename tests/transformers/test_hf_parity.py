@@ -160,3 +160,75 @@ def test_a_float64_hugging_face_model_loads_in_float64_with_float64_logits(trans
     # Hugging Face's LLaMA computes its RoPE angles in float32 even in a float64 model ("force float32")
     np.testing.assert_allclose(logits, hf_logits(hf, ids), atol=1e-10 if arch == "gpt2" else 1e-6)
 
+
+
+# ================================================================ issue 24: padding, positions, interleaved RoPE
+
+def left_padded(rng, lengths, width, vocab=61):
+    "Prompts of `lengths` padded on the left to `width`: ids (B, width) (pad id 0), attention_mask (B, width) of 1/0."
+    ids, mask = np.zeros((len(lengths), width), np.int64), np.zeros((len(lengths), width), np.int64)
+    for row, n in enumerate(lengths):
+        ids[row, width - n:], mask[row, width - n:] = rng.integers(1, vocab, size=n), 1
+    return ids, mask
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_logits_with_attention_mask_and_position_ids_match_transformers(transformers, rng, name):
+    "Hugging Face's attention_mask (1 = real) and position_ids, given explicitly to both: the real positions agree."
+    import torch
+    hf = BUILDERS[name](transformers)
+    model = from_hf(numpy_state(hf), hf.config.to_dict())
+    ids, mask = left_padded(rng, [9, 4, 7], 9)
+    positions = np.maximum(np.cumsum(mask, axis=1) - 1, 0)
+    with torch.no_grad():
+        expected = hf(torch.tensor(ids), attention_mask=torch.tensor(mask),
+                      position_ids=torch.tensor(positions)).logits.numpy()
+    got = model(ids, attention_mask=mask, position_ids=positions).data
+    real = mask.astype(bool)
+    assert np.allclose(got[real], expected[real], atol=ATOL)
+    shifted = positions + 3 * (name == "gpt2") + 11 * (name == "llama")      # positions other than 0.. as well
+    with torch.no_grad():
+        expected = hf(torch.tensor(ids), attention_mask=torch.tensor(mask),
+                      position_ids=torch.tensor(shifted)).logits.numpy()
+    assert np.allclose(model(ids, mask, shifted).data[real], expected[real], atol=ATOL)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_left_padded_greedy_generation_matches_transformers(transformers, rng, name):
+    import torch
+    hf = BUILDERS[name](transformers)
+    model = from_hf(numpy_state(hf), hf.config.to_dict())
+    ids, mask = left_padded(rng, [3, 6, 1], 6)
+    with torch.no_grad():
+        expected = hf.generate(torch.tensor(ids), attention_mask=torch.tensor(mask), max_new_tokens=10,
+                               do_sample=False, pad_token_id=0).numpy()
+    for use_cache in (True, False):
+        assert np.array_equal(model.generate(ids, 10, attention_mask=mask, use_cache=use_cache), expected)
+
+
+@pytest.mark.parametrize("num_kv_heads", [2, 4])
+def test_an_interleaved_rope_llama_exports_to_transformers_with_the_same_logits(transformers, rng, num_kv_heads):
+    """rope_interleaved=True (CS336's layout): to_hf permutes the q/k projection rows into HF's half-split layout;
+    LlamaForCausalLM then gives our logits, and from_hf(rope_interleaved=True) reads the same weights back."""
+    import torch
+    from tinytorch.models import TransformerConfig, TransformerLM
+    model = TransformerLM(TransformerConfig(arch="llama", vocab_size=61, max_seq_len=64, d_model=32, num_heads=4,
+                                            num_kv_heads=num_kv_heads, rope_theta=500.0, rope_interleaved=True), seed=7)
+    for p in model.parameters():                                       # larger weights, so a wrong layout shows
+        p.data[...] = rng.standard_normal(p.shape) * 0.3
+    config = config_to_hf(model.config)
+    hf = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        **{k: v for k, v in config.items() if k != "model_type"}, attn_implementation="eager")).eval()
+    hf.load_state_dict({k: torch.from_numpy(v) for k, v in to_hf(model).items()}, strict=True)
+    ids = rng.integers(0, 61, size=(2, 11))
+    assert np.allclose(model(ids).data, hf_logits(hf, ids), atol=ATOL)
+    unpermuted = {k: torch.from_numpy(v) for k, v in to_hf(model).items()}
+    for i in range(model.config.num_layers):                          # the permutation is needed: without it, not equal
+        for proj in ("q_proj", "k_proj"):
+            unpermuted[f"model.layers.{i}.self_attn.{proj}.weight"] = torch.from_numpy(
+                np.ascontiguousarray(getattr(model.model.layers[i].self_attn, proj).weight.data.T))
+    hf.load_state_dict(unpermuted)
+    assert not np.allclose(model(ids).data, hf_logits(hf, ids), atol=ATOL)
+    back = from_hf(to_hf(model), config, rope_interleaved=True)
+    assert back.config.rope_interleaved
+    assert all(np.array_equal(a.data, b.data) for a, b in zip(back.parameters(), model.parameters()))

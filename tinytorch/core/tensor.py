@@ -185,6 +185,9 @@ class Tensor:
     def __rtruediv__(self, other): return _binary(DivBackward, "divide", other, self)
     def __matmul__(self, other): return _matmul(self, other)
     def __rmatmul__(self, other): return _matmul(other, self)
+    def matmul(self, other):
+        "`self @ other`, under PyTorch's method name (`torch.Tensor.matmul`)."
+        return _matmul(self, other)
     def __neg__(self): return NegBackward.apply(self)
     def __pow__(self, exponent): return _power(self, exponent)
     def __rpow__(self, base): return _binary(PowTensorBackward, "take powers of", base, self)

@@ -39,11 +39,30 @@ def pick_tokens(logits, temperature=0.0, rng=None):
     return np.minimum((cumulative < draws).sum(axis=-1), logits.shape[-1] - 1)
 
 
-def generate(model, ids, max_new_tokens, temperature=0.0, use_cache=True, seed=None):
+def _left_padding(attention_mask, shape):
+    "Check a prompt's attention_mask (B, T) of 1/0: left padding only, a real token in every row; as int64 (B, T)."
+    mask = np.asarray(attention_mask)
+    if mask.shape != shape or mask.dtype.kind not in "biu" or not np.isin(mask, (0, 1)).all():
+        raise ValueError(f"attention_mask must hold 1 (a real token) or 0 (padding) in the prompt's shape {shape}; "
+                         f"got dtype {mask.dtype}, shape {mask.shape}")
+    mask = mask.astype(np.int64)
+    if not mask[:, -1].all():
+        raise ValueError(f"attention_mask row(s) {np.flatnonzero(mask[:, -1] == 0).tolist()} end in padding: "
+                         f"generate continues after the last token, so pad on the left (tokenizer padding_side='left')")
+    if (np.diff(mask, axis=1) < 0).any():
+        raise ValueError("attention_mask must be left padding: every 0 of a row before its first 1")
+    return mask
+
+
+def generate(model, ids, max_new_tokens, temperature=0.0, use_cache=True, seed=None, attention_mask=None):
     """Continue token ids (B, T) or (T,) by `max_new_tokens` tokens -> ids (B, T + n) or (T + n,), int64.
 
     Greedy at `temperature=0`, sampled otherwise (`seed` makes it repeatable). `use_cache=True` decodes with a
-    KV cache; the tokens are the same either way. The model runs without dropout and without gradients, in this thread only (`no_dropout()`, `no_grad()`): its
+    KV cache; the tokens are the same either way. A batch of prompts of different lengths is padded on the
+    left and passed with its `attention_mask` (B, T) (1 = real token, 0 = padding, Hugging Face's meaning): the
+    padding is never attended to and positions count from each row's first real token, so every row continues
+    as it would alone (the pad ids themselves do not matter). The model runs without dropout and without
+    gradients, in this thread only (`no_dropout()`, `no_grad()`): its
     `training` flag is never touched, so a caller training it, in this thread or another, keeps its mode.
     """
     _check_generate_options(max_new_tokens, temperature)
@@ -52,17 +71,30 @@ def generate(model, ids, max_new_tokens, temperature=0.0, use_cache=True, seed=N
     if ids.ndim not in (1, 2) or ids.shape[-1] == 0:
         raise ValueError(f"ids must be a non-empty prompt of shape (batch, seq) or (seq,); got shape {ids.shape}")
     single, out = ids.ndim == 1, np.array(ids.reshape(-1, ids.shape[-1]), dtype=np.int64)
-    total = out.shape[1] + max_new_tokens
+    mask = None if attention_mask is None else np.asarray(attention_mask)
+    if mask is not None:
+        mask = _left_padding(mask[None] if single and mask.ndim == 1 else mask, out.shape)
+    longest = out.shape[1] if mask is None else int(mask.sum(axis=1).max())
+    total = longest + max_new_tokens
     if model.position_table is not None and total > model.config.max_seq_len:
-        raise ValueError(f"prompt ({out.shape[1]}) + max_new_tokens ({max_new_tokens}) = {total} positions exceed "
+        raise ValueError(f"prompt ({longest}) + max_new_tokens ({max_new_tokens}) = {total} positions exceed "
                          f"the {model.config.position} position table's max_seq_len={model.config.max_seq_len}")
     rng = new_rng(seed)
     caches = model.new_caches() if use_cache else None
+    positions = None if mask is None else np.maximum(np.cumsum(mask, axis=1) - 1, 0)     # from the first real token
     with no_grad(), no_dropout():                     # not model.eval(): the model may be shared (another thread)
-        step_input = out
+        step_input, step_positions = out, positions
         for _ in range(max_new_tokens):
-            logits = model(step_input if use_cache else out, caches=caches).data[:, -1]      # (B, V)
+            if mask is None:
+                logits = model(step_input if use_cache else out, caches=caches).data[:, -1]      # (B, V)
+            else:
+                logits = model(step_input if use_cache else out, mask, step_positions if use_cache else positions,
+                               caches=caches).data[:, -1]
             token = pick_tokens(logits, temperature, rng)[:, None]                              # (B, 1)
             out = np.concatenate([out, token], axis=1)
             step_input = token
+            if mask is not None:
+                mask = np.concatenate([mask, np.ones_like(token)], axis=1)
+                step_positions = positions[:, -1:] + 1
+                positions = np.concatenate([positions, step_positions], axis=1)
     return out[0] if single else out

@@ -6,10 +6,12 @@
 __all__ = ['config_from_hf', 'config_to_hf', 'to_hf', 'from_hf']
 
 # %% ../../modules/13_transformers/hf_dev.ipynb #c4686905
+from dataclasses import replace
+
 import numpy as np
 
 from ..core.layers import Linear
-from ..core.validation import float_dtype
+from ..core.validation import flag, float_dtype
 from .transformer import ARCHITECTURES, TransformerConfig, TransformerLM
 
 # %% ../../modules/13_transformers/hf_dev.ipynb #c8e4285c
@@ -109,28 +111,55 @@ def _hf_layout(model):
             for name, _ in model.named_parameters()}
 
 
+def _rope_permutation(num_heads, head_dim):
+    """The order of one projection's output features that turns interleaved RoPE pairs into Hugging Face's half-split
+    pairs, head by head: (x0, x1, x2, x3, ...) -> (x0, x2, ..., x1, x3, ...) (Meta's `permute` in HF's LLaMA converter)."""
+    index = np.arange(num_heads * head_dim).reshape(num_heads, head_dim // 2, 2)    # [head, pair, member]
+    return index.transpose(0, 2, 1).reshape(-1)                                    # [head, member, pair]
+
+
+def _rope_orders(config):
+    """HF name -> the order of its output features (q_proj and k_proj weights and biases) when the model rotates
+    interleaved pairs; empty for half-split RoPE, which is Hugging Face's own layout. Permuting the same features of
+    queries and keys keeps every score q·k, and HF's half-split rotation of the permuted features is our interleaved one."""
+    c = config
+    if not (c.arch == "llama" and c.position == "rope" and c.rope_interleaved):
+        return {}
+    orders = {"q_proj": _rope_permutation(c.num_heads, c.head_dim), "k_proj": _rope_permutation(c.num_kv_heads, c.head_dim)}
+    return {f"model.layers.{i}.self_attn.{proj}.{kind}": order
+            for i in range(c.num_layers) for proj, order in orders.items() for kind in ("weight", "bias")}
+
+
 def to_hf(model):
     """The model's weights as a Hugging Face state dict: name -> NumPy array (a copy), with HF's names, shapes
     and layouts; `lm_head.weight` is included for a tied head. For PyTorch:
-    `hf_model.load_state_dict({k: torch.from_numpy(v) for k, v in to_hf(model).items()})`."""
+    `hf_model.load_state_dict({k: torch.from_numpy(v) for k, v in to_hf(model).items()})`.
+    A model with `rope_interleaved=True` is written with its q/k projection rows permuted into Hugging Face's
+    half-split layout, so the Hugging Face model computes the same logits."""
     _check_hf_position(model.config)
     transposed = _hf_layout(model)
     state = {name: np.array(p.data.T if transposed[name] else p.data) for name, p in model.named_parameters()}
+    for name, order in _rope_orders(model.config).items():
+        if name in state:
+            state[name] = state[name][order]                  # rows of the (out, in) weight, entries of the bias
     if model.config.tie_embeddings:
         state["lm_head.weight"] = np.array(model.token_embedding.weight.data)
     return state
 
 
-def from_hf(state_dict, config, dtype=np.float32):
+def from_hf(state_dict, config, dtype=np.float32, *, rope_interleaved=False):
     """A `TransformerLM` holding the weights of a Hugging Face GPT-2 or LLaMA state dict.
 
     `state_dict`: name -> array (NumPy, or anything `np.asarray` accepts, e.g. CPU torch tensors without grad);
     `config`: the HF config as a dict (`config.to_dict()`) or config object. Missing or unexpected names, or
     wrong shapes, raise with the names listed; nothing is half-loaded. The weights are rounded once, from the
     checkpoint's dtype to `dtype` (default float32): `dtype=np.float64` keeps a float64 checkpoint exactly.
+    `rope_interleaved=True` builds a LLaMA that rotates interleaved pairs (CS336's layout), with the q/k projection
+    rows permuted back from Hugging Face's half-split layout: the same logits, the inverse of `to_hf`.
     """
     dtype = float_dtype(dtype, "a model's parameters")          # before any work: np.int32 is refused, naming dtype
-    model = TransformerLM(config_from_hf(config))
+    rope_interleaved = flag("rope_interleaved", rope_interleaved)
+    model = TransformerLM(replace(config_from_hf(config), rope_interleaved=rope_interleaved))
     for p in model.parameters():                  # the dtype first: loading casts into it once, never via float32
         p.data = p.data.astype(dtype, copy=False)
     transposed = _hf_layout(model)
@@ -141,6 +170,9 @@ def from_hf(state_dict, config, dtype=np.float32):
                                                           else "model.embed_tokens.weight")
         if table_name in arrays and not np.array_equal(head, arrays[table_name]):
             raise ValueError(f"the config ties the head to the token table, but lm_head.weight differs from {table_name}")
+    for name, order in _rope_orders(model.config).items():
+        if name in arrays and arrays[name].shape[:1] == order.shape:    # a wrong shape is named by load_state_dict
+            arrays[name] = arrays[name][np.argsort(order)]
     state = {name: (value.T if transposed.get(name) else value) for name, value in arrays.items()}
     model.load_state_dict(state)
     return model

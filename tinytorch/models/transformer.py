@@ -167,6 +167,8 @@ class TransformerConfig:
     (NoPE: only the causal mask orders the tokens). Hugging Face conversion needs the family's own scheme.
     `rope_scaling` (None, or a dict as Hugging Face's: {"rope_type": "linear" | "dynamic" | "yarn" | "llama3",
     "factor": ..., ...}; module 12's `check_rope_scaling`) stretches RoPE beyond `max_seq_len`, the trained length.
+    `rope_interleaved` (default False) rotates the pairs (x0, x1), (x2, x3), ... (Meta's original LLaMA code,
+    RoFormer, GPT-J, the CS336 assignment) instead of the half-split pairs (x_i, x_{i+head_dim/2}) of Hugging Face.
     """
     arch: str = "gpt2"
     vocab_size: int = 256
@@ -180,6 +182,7 @@ class TransformerConfig:
     norm_eps: Optional[float] = None
     rope_theta: float = 10000.0
     rope_scaling: Optional[dict] = None
+    rope_interleaved: bool = False
     tie_embeddings: Optional[bool] = None
     bias: Optional[bool] = None
     dropout: float = 0.0
@@ -207,6 +210,7 @@ class TransformerConfig:
         self.norm_eps = positive_number("norm_eps", self.norm_eps)
         self.rope_theta = positive_number("rope_theta", self.rope_theta)
         self.rope_scaling = check_rope_scaling(self.rope_scaling, self.max_seq_len)     # a checked copy, or None
+        self.rope_interleaved = flag("rope_interleaved", self.rope_interleaved)
         self.tie_embeddings = gpt2 if self.tie_embeddings is None else flag("tie_embeddings", self.tie_embeddings)
         self.bias = gpt2 if self.bias is None else flag("bias", self.bias)
         if not is_number(self.dropout):
@@ -242,14 +246,18 @@ class DecoderBlock(Module):
             self.post_attention_layernorm = RMSNorm(c.d_model, c.norm_eps)
             self.mlp = SwiGLUMLP(c.d_model, c.d_ff, bias=c.bias, seed=seeds[1])
 
-    def forward(self, x, cache=None):
+    def forward(self, x, attn_mask=None, *, key_padding_mask=None, token_positions=None, cache=None):
         """x (B, T, d) -> (B, T, d); `cache` is this block's `KVCache` when decoding.
+
+        `attn_mask`, `key_padding_mask` (True = padding, ignore it) and `token_positions` go to the attention
+        unchanged: see `MultiHeadAttention.forward` for their shapes and conventions.
 
         TODO: the two pre-norm residual steps.
 
         APPROACH:
         1. `norm_1, attn, norm_2, mlp = (getattr(self, name) for name in self.part_names)`
-        2. `x = x + attn(norm_1(x), cache=cache)`          mix information across positions
+        2. `x = x + attn(norm_1(x), attn_mask, key_padding_mask=..., token_positions=..., cache=cache)`
+           mix information across positions (the masks and positions passed on by name)
         3. `return x + mlp(norm_2(x))`                      then process each position
 
         HINTS:
@@ -257,7 +265,8 @@ class DecoderBlock(Module):
         """
         ### BEGIN SOLUTION
         norm_1, attn, norm_2, mlp = (getattr(self, name) for name in self.part_names)
-        x = x + attn(norm_1(x), cache=cache)
+        x = x + attn(norm_1(x), attn_mask, key_padding_mask=key_padding_mask, token_positions=token_positions,
+                     cache=cache)
         return x + mlp(norm_2(x))
         ### END SOLUTION
 
@@ -290,6 +299,35 @@ class ModuleGroup(Module):
             setattr(self, name, part)
 
 
+def _padding_mask(attention_mask, batch, keys, single):
+    "Hugging Face's attention_mask (B, S) of 1/0 -> the key padding mask (B, S), True = padding; None if no padding."
+    if attention_mask is None:
+        return None
+    if isinstance(attention_mask, (list, tuple)) and any(isinstance(item, KVCache) for item in attention_mask):
+        raise TypeError("the second argument of TransformerLM.forward is attention_mask; got KVCaches: pass them "
+                        "by name, model(ids, caches=caches)")
+    mask = np.asarray(attention_mask.data if isinstance(attention_mask, Tensor) else attention_mask)
+    expected = (keys,) if single else (batch, keys)
+    if mask.shape != expected or mask.dtype.kind not in "biu" or not np.isin(mask, (0, 1)).all():
+        raise ValueError(f"attention_mask must hold 1 (a real token) or 0 (padding) in the shape of the keys, "
+                         f"{expected} (cached + new tokens); got dtype {mask.dtype}, shape {mask.shape}")
+    padding = mask.reshape(batch, keys) == 0
+    return padding if padding.any() else None
+
+
+def _position_ids(position_ids, shape, single):
+    "position_ids (B, T) or (T,) as int64 (B, T) or (T,), or None; they must be integers >= 0."
+    if position_ids is None:
+        return None
+    positions = np.asarray(position_ids.data if isinstance(position_ids, Tensor) else position_ids)
+    allowed = ((shape[1],),) if single else ((shape[1],), shape)
+    if positions.dtype.kind not in "iu" or positions.shape not in allowed or (positions.size and positions.min() < 0):
+        raise ValueError(f"position_ids must be integers >= 0 of shape " + " or ".join(map(str, allowed)) +
+                         f"; got dtype {positions.dtype}, shape {positions.shape}" +
+                         (f", minimum {positions.min()}" if positions.dtype.kind in "iu" and positions.size else ""))
+    return positions.astype(np.int64)
+
+
 class TransformerLM(Module):
     """Decoder-only language model: token ids (B, T) or (T,) -> next-token logits (B, T, vocab_size) or (T, vocab_size).
 
@@ -310,8 +348,8 @@ class TransformerLM(Module):
         table = (LearnedPositions(c.max_seq_len, c.d_model, init="gpt2", seed=seeds[1]) if c.position == "learned" else
                  SinusoidalPositionalEncoding(c.max_seq_len, c.d_model) if c.position == "sinusoidal" else None)
         drop = Dropout(c.dropout if c.arch == "gpt2" else 0.0)                # LLaMA has no embedding dropout
-        rope = (RotaryEmbedding(c.head_dim, max_seq_len=c.max_seq_len, base=c.rope_theta, interleaved=False,
-                                rope_scaling=c.rope_scaling)
+        rope = (RotaryEmbedding(c.head_dim, max_seq_len=c.max_seq_len, base=c.rope_theta,
+                                interleaved=c.rope_interleaved, rope_scaling=c.rope_scaling)
                 if c.position == "rope" else None)
         if c.arch == "gpt2":
             self.transformer = ModuleGroup(
@@ -358,10 +396,17 @@ class TransformerLM(Module):
                 if module.bias is not None:
                     module.bias.data[...] = 0.0
 
-    def forward(self, ids, caches=None):
+    def forward(self, ids, attention_mask=None, position_ids=None, *, caches=None):
         """ids (B, T) or (T,) -> logits (B, T, vocab_size) or (T, vocab_size).
 
-        `caches`: one `KVCache` per block (see `new_caches`) to decode after the cached positions.
+        Hugging Face's arguments and meanings:
+        - `attention_mask` (B, S) or (S,): 1 for a real token, 0 for padding (bool or int), over every key the
+          tokens attend to, so S = cached positions + T while decoding. A padded key is never attended to;
+          the logits at padded positions mean nothing.
+        - `position_ids` (B, T) or (T,): each token's position: the row of a learned or sinusoidal table, the
+          angle of RoPE (default: start .. start + T - 1, start = the caches' length). For a left-padded row
+          count from its first real token. ALiBi and "none" have no absolute positions; they ignore them.
+        - `caches` (keyword only): one `KVCache` per block (see `new_caches`) to decode after the cached positions.
         """
         c = self.config
         ids = as_token_ids(ids, c.vocab_size)
@@ -372,19 +417,39 @@ class TransformerLM(Module):
         if caches is not None and len(caches) != c.num_layers:
             raise ValueError(f"caches must hold one KVCache per block ({c.num_layers}); got {len(caches)}")
         start = 0 if caches is None else caches[0].length
-        if self.position_table is not None and start + ids.shape[1] > c.max_seq_len:
-            raise ValueError(f"positions {start}..{start + ids.shape[1] - 1} exceed the {c.position} position "
-                             f"table of max_seq_len={c.max_seq_len} rows")
-        x = self.input_block(ids, start=start)    # module 11: tokens (× sqrt(d) with sinusoidal), + positions, dropout
+        padding = _padding_mask(attention_mask, ids.shape[0], start + ids.shape[1], single)
+        positions = _position_ids(position_ids, ids.shape, single)
+        if self.position_table is not None:
+            first, last = (start, start + ids.shape[1] - 1) if positions is None else \
+                (int(positions.min()), int(positions.max())) if positions.size else (0, -1)
+            if last >= c.max_seq_len:
+                raise ValueError(f"positions {first}..{last} exceed the {c.position} position table of "
+                                 f"max_seq_len={c.max_seq_len} rows")
+        x = self._embed(ids, start, positions)    # module 11: tokens (× sqrt(d) with sinusoidal), + positions, dropout
+        rope_positions = positions if c.position == "rope" else None
         for i, block in enumerate(self.blocks):
-            x = block(x, cache=None if caches is None else caches[i])
+            x = block(x, key_padding_mask=padding, token_positions=rope_positions,
+                      cache=None if caches is None else caches[i])
         x = self.transformer.ln_f(x) if c.arch == "gpt2" else self.model.norm(x)
         logits = self.token_embedding.attend(x) if c.tie_embeddings else self.lm_head(x)
         return logits[0] if single else logits
 
-    def generate(self, ids, max_new_tokens, temperature=0.0, use_cache=True, seed=None):
-        "Continue ids (B, T) or (T,) by `max_new_tokens` tokens; greedy at temperature 0 (see `generation.generate`)."
-        return generate(self, ids, max_new_tokens, temperature, use_cache, seed)
+    def _embed(self, ids, start, positions):
+        "The input block: module 11's `EmbeddingLayer` at positions start.., or at `positions` (B, T) when given."
+        if positions is None:
+            return self.input_block(ids, start=start)
+        x = self.token_embedding(ids)                                         # (B, T, d)
+        if self.config.position == "sinusoidal":
+            x = x * math.sqrt(self.config.d_model)
+            x = x + Tensor(self.position_table.table[positions], dtype=x.dtype)
+        elif self.config.position == "learned":
+            x = x + self.position_table(positions)                            # rows of wpe
+        return self.input_block.dropout(x)
+
+    def generate(self, ids, max_new_tokens, temperature=0.0, use_cache=True, seed=None, attention_mask=None):
+        """Continue ids (B, T) or (T,) by `max_new_tokens` tokens; greedy at temperature 0; a left-padded batch
+        with its `attention_mask` (1 = real token) continues every row as if alone (see `generation.generate`)."""
+        return generate(self, ids, max_new_tokens, temperature, use_cache, seed, attention_mask=attention_mask)
 
     def new_caches(self):
         "One empty `KVCache` per block, for `forward(ids, caches=...)`."
