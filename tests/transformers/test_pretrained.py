@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.diagnosis import expect_close
+
 from tinytorch.models import TransformerConfig, TransformerLM
 from tinytorch.models.pretrained import (INDEX_NAME, WEIGHTS_NAME, SafetensorsError, bfloat16_to_float32,
                                          float32_to_bfloat16, from_pretrained, load_file, read_state_dict,
@@ -151,6 +153,27 @@ def test_our_save_pretrained_loads_in_transformers(tmp_path, arch, tied, dtype, 
         header = json.loads(raw[8:8 + int.from_bytes(raw[:8], "little")])
         assert {entry["dtype"] for name, entry in header.items() if name != "__metadata__"} == {"BF16"}
         assert np.allclose(expected, model(IDS).data, atol=0.5), "rounded weights, nearly the same model"
+
+
+def test_float32_to_bfloat16_rounds_to_nearest_ties_to_even():
+    "Bit patterns worked out by hand: bfloat16 keeps 7 mantissa bits, a step of 2**-7 above 1."
+    values = np.array([1.0, 1 + 2 ** -8, 1 + 3 * 2 ** -8, 1 + 2 ** -8 + 2 ** -10, -2.0, np.inf], np.float32)
+    expected = [0x3F80, 0x3F80, 0x3F82, 0x3F81, 0xC000, 0x7F80]      # ties go to the even pattern
+    got = float32_to_bfloat16(values)
+    truncated = values.view(np.uint32) >> 16
+    expect_close(got.astype(np.int64), expected, "float32_to_bfloat16([1, 1 + 2^-8, 1 + 3·2^-8, 1 + 2^-8 + 2^-10, -2, inf])",
+                 rtol=0, atol=0, diagnoses=[("truncates", "the low 16 bits were dropped, which rounds towards zero: "
+                                             "add 0x7FFF plus the lowest kept bit before shifting (round to nearest, "
+                                             "ties to even)", truncated.astype(np.int64))])
+
+
+def test_bfloat16_to_float32_reinterprets_the_bits():
+    bits = np.array([0x3F80, 0xC000, 0x7F80, 0x0001, 0x3F81], np.uint16)
+    expected = np.array([1.0, -2.0, np.inf, 2.0 ** -133, 1 + 2 ** -7])
+    got = bfloat16_to_float32(bits)
+    expect_close(got, expected, "bfloat16_to_float32([0x3F80, 0xC000, 0x7F80, 0x0001, 0x3F81])", rtol=0, atol=0,
+                 diagnoses=[("converted, not reinterpreted", "the 16 bits are the top half of a float32 word: shift "
+                             "them up and `.view(np.float32)`, do not convert the integer", bits.astype(np.float32))])
 
 
 def test_float32_to_bfloat16_matches_torch():

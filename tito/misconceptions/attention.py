@@ -73,4 +73,68 @@ return out
 self.keys, self.values = keys, values
 return self.keys, self.values
 """),
+    Mistake(
+        name="linear-multiplies", exercise="linear_inv_freq",
+        misconception="To reach factor times further, the frequencies grow by the factor: but position "
+                      "interpolation squeezes positions, m turns as m / factor did, so frequencies shrink.",
+        replacement="""
+return inv_freq * factor
+"""),
+    Mistake(
+        name="dynamic-base-not-raised", exercise="dynamic_ntk_inv_freq",
+        misconception="Dynamic NTK multiplies the base by the scale s: but the base is raised by s^(d/(d-2)), "
+                      "which is what divides the slowest pair by exactly s.",
+        replacement="""
+seq_len = max(seq_len, max_position_embeddings)
+scale = factor * seq_len / max_position_embeddings - (factor - 1)
+return (base * scale) ** (-np.arange(0, dim, 2) / dim)
+"""),
+    Mistake(
+        name="yarn-range-swapped", exercise="yarn_correction_range",
+        misconception="low comes from beta_slow and high from beta_fast: but more turns is a faster pair, "
+                      "a smaller index, so low = i(beta_fast).",
+        replacement="""
+def pair_index(turns):
+    return dim * math.log(original_max_position_embeddings / (turns * 2 * math.pi)) / (2 * math.log(base))
+low, high = pair_index(beta_slow), pair_index(beta_fast)
+if truncate:
+    low, high = math.floor(low), math.ceil(high)
+return max(low, 0), min(high, dim - 1)
+"""),
+    Mistake(
+        name="yarn-ramp-reversed", exercise="yarn_inv_freq",
+        misconception="The ramp's 1 keeps a pair and its 0 interpolates: but fast pairs (ramp 0) keep their "
+                      "frequency and slow ones (ramp 1) are divided by the factor.",
+        replacement="""
+low, high = yarn_correction_range(dim, base, original_max_position_embeddings, beta_fast, beta_slow, truncate)
+if low == high:
+    high += 0.001
+ramp = np.clip((np.arange(dim // 2) - low) / (high - low), 0.0, 1.0)
+theta = float(base) ** (-np.arange(0, dim, 2) / dim)
+return theta * ramp + theta / factor * (1.0 - ramp)
+"""),
+    Mistake(
+        name="llama3-bands-swapped", exercise="llama3_inv_freq",
+        misconception="Short wavelengths are the ones to stretch: but pairs that turn many times in training "
+                      "already saw every angle and are kept; the long wavelengths are divided by the factor.",
+        replacement="""
+L0 = original_max_position_embeddings
+wavelen = 2 * math.pi / inv_freq
+smooth = (L0 / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+blended = (1 - smooth) * inv_freq / factor + smooth * inv_freq
+return np.where(wavelen < L0 / high_freq_factor, inv_freq / factor,
+                np.where(wavelen > L0 / low_freq_factor, inv_freq, blended))
+"""),
+    Mistake(
+        name="dynamic-never-resets", exercise="RopeFrequencies.update",
+        misconception="Once stretched, the frequencies stay stretched: but transformers goes back to plain "
+                      "RoPE when a sequence shorter than the trained length comes, so short inputs read as trained.",
+        replacement="""
+if seq_len > self.seen_len:
+    self.inv_freq, _ = rope_frequencies(self.dim, self.base, self.rope_scaling,
+                                        self.max_position_embeddings, seq_len)
+    self.seen_len = seq_len
+    return True
+return False
+"""),
 ]
