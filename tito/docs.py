@@ -162,6 +162,9 @@ def read_names(root: Path, dotted: str) -> ModuleNames:
             defined[node.name] = "function"
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            # `PAD, GAP_X, GAP_Y = 8, 24, 36` defines three names
+            targets = [name for target in targets
+                       for name in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target])]
             for target in targets:
                 if isinstance(target, ast.Name):
                     if target.id == "__all__":

@@ -70,3 +70,13 @@ def test_tito_docs_without_the_docs_extra_says_how_to_install_it(monkeypatch, ca
     said = capsys.readouterr().out
     assert "sphinx, myst_nb" in said and ".[docs]" in said
     assert not (tmp_path / "site").exists()
+
+
+def test_constants_assigned_together_are_each_defined(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "shapes.py").write_text("__all__ = ['PAD', 'GAP_X', 'GAP_Y', 'ONE']\nPAD, GAP_X, GAP_Y = 8, 24, 36\n[ONE] = [1]\n")
+    names = docs.read_names(tmp_path, "pkg.shapes")
+    assert {name: names.defined.get(name) for name in names.public} == dict.fromkeys(["PAD", "GAP_X", "GAP_Y", "ONE"],
+                                                                                       "data")

@@ -102,7 +102,7 @@ if truncate:
 return max(low, 0), min(high, dim - 1)
 """),
     Mistake(
-        name="yarn-ramp-reversed", exercise="yarn_inv_freq",
+        name="yarn-ramp-reversed", says="ramp reversed", exercise="yarn_inv_freq",
         misconception="The ramp's 1 keeps a pair and its 0 interpolates: but fast pairs (ramp 0) keep their "
                       "frequency and slow ones (ramp 1) are divided by the factor.",
         replacement="""
@@ -126,7 +126,7 @@ return np.where(wavelen < L0 / high_freq_factor, inv_freq / factor,
                 np.where(wavelen > L0 / low_freq_factor, inv_freq, blended))
 """),
     Mistake(
-        name="dynamic-never-resets", exercise="RopeFrequencies.update",
+        name="dynamic-never-resets", says="never resets", exercise="RopeFrequencies.update",
         misconception="Once stretched, the frequencies stay stretched: but transformers goes back to plain "
                       "RoPE when a sequence shorter than the trained length comes, so short inputs read as trained.",
         replacement="""

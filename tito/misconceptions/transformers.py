@@ -23,7 +23,7 @@ ms = (centred * centred).mean(axis=-1, keepdims=True)
 return centred / (ms + self.eps).sqrt() * self.weight
 """),
     Mistake(
-        name="post-norm-stream", exercise="DecoderBlock.forward",
+        name="post-norm-stream", says="post-norm", exercise="DecoderBlock.forward",
         misconception="Normalising after each residual add is the same block: but GPT-2 and LLaMA normalise "
                       "each sub-layer's input (pre-norm); norming the stream itself changes every output and "
                       "removes the identity path.",
