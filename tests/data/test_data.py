@@ -9,7 +9,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from tinytorch.data import get_batch, open_tokens, sequential_batches, write_tokens
+from tinytorch.data import _check_chunk, get_batch, open_tokens, sequential_batches, write_tokens
 
 
 class CountingTokens:
@@ -187,3 +187,33 @@ def test_sequential_batches_read_only_their_windows():
     tokens = CountingTokens(np.arange(100_000, dtype=np.uint16))
     sequential_batches(tokens, 8, 16, max_batches=2)
     assert tokens.read == 2 * 8 * 17
+
+
+@pytest.mark.parametrize("chunk, start, position", [([5, 70_000, 3], 10, 11), ([-1, 2], 0, 0),
+                                                    ([1, 2, 65_536, -4], 7, 9), ([65_535, 65_536], 100, 101)])
+def test_check_chunk_names_the_first_id_that_does_not_fit_and_its_stream_position(chunk, start, position):
+    with pytest.raises(ValueError) as caught:
+        _check_chunk(np.array(chunk, dtype=np.int64), start, np.dtype(np.uint16))
+    message = str(caught.value)
+    expected = f"token id {chunk[position - start]} at position {position} does not fit in uint16"
+    assert message[:len(expected)] == expected
+
+
+@pytest.mark.parametrize("dtype, chunk", [(np.uint16, [0, 65_535, 7]), (np.uint8, [0, 255]), (np.int32, [2**31 - 1]),
+                                          (np.uint16, [])])
+def test_check_chunk_accepts_every_id_in_range(dtype, chunk):
+    _check_chunk(np.array(chunk, dtype=np.int64), 0, np.dtype(dtype))
+
+
+def test_write_tokens_reports_its_progress_after_every_chunk(tmp_path):
+    reports = []
+    assert write_tokens(iter(range(10)), tmp_path / "t.bin", chunk_size=4, callback=reports.append) == 10
+    assert reports == [4, 8, 10]
+    assert np.array_equal(np.fromfile(tmp_path / "t.bin", dtype=np.uint16), np.arange(10))
+    with pytest.raises(TypeError, match="callback must be a function"):
+        write_tokens([1], tmp_path / "u.bin", callback="print")
+
+
+def test_write_tokens_prints_nothing(tmp_path, capsys):
+    write_tokens(range(100), tmp_path / "t.bin", chunk_size=7)
+    assert capsys.readouterr() == ("", "")
