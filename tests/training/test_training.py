@@ -504,7 +504,8 @@ def test_fit_with_checkpoints_resumes_bit_for_bit(tmp_path):
     run(20, checkpoint=tmp_path / "every4.ckpt", checkpoint_every=4)      # the last save is at the end (20)
     run(12, checkpoint=tmp_path / "at12.ckpt")
     resumed, tail = run(20, seed=9, resume=tmp_path / "at12.ckpt")
-    assert tail.iterations == list(range(12, 20))
+    remaining = list(range(12, 20))                               # the checkpoint holds the next iteration, 12
+    assert tail.iterations == remaining
     assert tail.losses == history.losses[12:] and tail.learning_rates == history.learning_rates[12:]
     assert all(np.array_equal(a, b) for a, b in zip(whole.state_dict().values(), resumed.state_dict().values()))
     model = model_for("Adam", 4)
@@ -593,6 +594,34 @@ def test_train_step_clips_then_steps_and_skips_non_finite_steps():
     assert all(np.array_equal(a, b) for a, b in zip(before, model.state_dict().values()))
 
 
+def test_train_step_zeroes_stale_gradients_first():
+    model = model_for("Adam", 0)
+    reference = model_for("Adam", 0)
+    for p in model.parameters():
+        p.grad = np.ones_like(p.data)                            # left over from an earlier backward
+    inputs, targets = dense_batch(0)
+    cross_entropy(reference(inputs), targets).backward()
+    expected = [p.data - 0.1 * p.grad for p in reference.parameters()]
+    train_step(model, SGD(model.parameters(), lr=0.1), (inputs, targets))
+    for p, e in zip(model.parameters(), expected):
+        np.testing.assert_allclose(p.data, e, rtol=1e-6, atol=1e-7)
+
+
+def test_evaluate_turns_dropout_off_and_records_no_graph():
+    from tinytorch.core.autograd import is_grad_enabled
+    from tinytorch.core.layers import Dropout, no_dropout
+    model = Sequential(Linear(5, 32, seed=0), Dropout(0.5, seed=1), Linear(32, 3, seed=2))
+    batches = [dense_batch(k) for k in range(3)]
+    with no_dropout():
+        expected = float(np.mean([cross_entropy(model(x), y).item() for x, y in batches]))
+    grads = []
+    watched = lambda m, b: (grads.append(is_grad_enabled()), cross_entropy(m(b[0]), b[1]))[1]
+    loss = evaluate(model, batches, watched)
+    np.testing.assert_allclose(loss, expected, rtol=1e-6)
+    assert grads == [False, False, False]
+    assert model.training
+
+
 def test_fit_history_evaluation_callback_and_mode():
     model = model_for("Adam", 0)
     model.eval()
@@ -659,7 +688,8 @@ def test_fit_checkpoints_the_next_iteration_and_the_generator(tmp_path):
     expected = rng.integers(0, 1000, 4)
     fresh = np.random.default_rng(0)
     other = model_for("Adam", 1)
-    assert load_checkpoint(tmp_path / "c.npz", other, Adam(other.parameters()), rng=fresh) == 6
+    start = load_checkpoint(tmp_path / "c.npz", other, Adam(other.parameters()), rng=fresh)
+    assert start == 6
     assert np.array_equal(fresh.integers(0, 1000, 4), expected)
 
 
@@ -687,7 +717,7 @@ def test_fit_stops_on_an_infinite_gradient_norm():
     assert history.stopped is not None and "stopped at iteration 0" in history.stopped
 
 
-@pytest.mark.parametrize("kwargs, error, words", [
+FIT_BAD_ARGUMENTS = [
     ({"steps": 0}, ValueError, "steps must be a positive int"),
     ({"steps": 3, "start_iteration": 4}, ValueError, "start_iteration must be <= steps"),
     ({"steps": 3, "start_iteration": -1}, ValueError, "start_iteration must be a non-negative int"),
@@ -700,14 +730,19 @@ def test_fit_stops_on_an_infinite_gradient_norm():
     ({"steps": 3, "callback": "print"}, TypeError, "callback must be a function"),
     ({"steps": 3, "rng": 5}, TypeError, "rng must be a NumPy Generator"),
     ({"steps": 3, "checkpoint_every": 2}, ValueError, "checkpoint_every needs checkpoint="),
-])
-def test_fit_bad_arguments_are_named(kwargs, error, words):
+]
+
+
+def test_fit_bad_arguments_are_named():
+    """One test for all the cases: each is refused before the loop starts (so they do not count as runs of fit's
+    loop when a failing check is traced to the exercise that caused it)."""
     model = model_for("Adam", 0)
     optimizer = SGD(model.parameters(), lr=0.1)
-    arguments = {"train_batch": dense_batch, **kwargs}
-    with pytest.raises(error) as caught:
-        fit(model, optimizer, **arguments)
-    assert words in str(caught.value)
+    for kwargs, error, words in FIT_BAD_ARGUMENTS:
+        arguments = {"train_batch": dense_batch, **kwargs}
+        with pytest.raises(error) as caught:
+            fit(model, optimizer, **arguments)
+        assert words in str(caught.value), kwargs
 
 
 def test_the_default_loss_needs_input_target_pairs():
