@@ -135,15 +135,32 @@ def write_tokens(ids, path, dtype=None, chunk_size=1 << 20, callback=None):
 def open_tokens(path, dtype=None):
     """The token file at `path` as a read-only 1-D `np.memmap` of `dtype` (uint16 by default), read from disk
     only where it is indexed. An empty file gives an empty array; a size that is not a whole number of
-    `dtype` values (the wrong dtype?) raises ValueError."""
+    `dtype` values (the wrong dtype?) raises ValueError.
+
+    TODO: map the file (its size is checked above) without reading it.
+
+    APPROACH:
+    1. An empty file (`size == 0`): an empty array of `dtype` (`np.zeros(0, dtype)`): the operating system
+       cannot map zero bytes.
+    2. Otherwise `np.memmap` of the path with the dtype and `mode="r"` (read-only: training never writes
+       into its data).
+
+    EXAMPLE:
+    after write_tokens(range(5), "t.bin"): open_tokens("t.bin") -> memmap([0, 1, 2, 3, 4], dtype=uint16)
+
+    HINTS:
+    - Not `np.fromfile`: it reads the whole file into memory, 18 GB for GPT-2's training text.
+    """
     dtype, path = _token_dtype(dtype), Path(path)
     size = path.stat().st_size                                      # FileNotFoundError names the path
     if size % dtype.itemsize:
         raise ValueError(f"{path} has {size} bytes, not a whole number of {dtype.name} tokens ({dtype.itemsize} "
                          f"bytes each): was it written with another dtype?")
+    ### BEGIN SOLUTION
     if size == 0:
         return np.zeros(0, dtype)                                   # mmap cannot map an empty file
     return np.memmap(path, dtype=dtype, mode="r")
+    ### END SOLUTION
 
 # %% ../modules/08_data/data_dev.ipynb #8e960b14
 def _token_array(dataset):

@@ -27,13 +27,32 @@ from .core.validation import flag, nonnegative_int, number_above, number_at_leas
 
 # %% ../modules/07_training/training_dev.ipynb #b34268a3
 def scale_gradient(grad, factor):
-    "`factor * grad` as a new gradient of the same kind and dtype: a dense array, or a RowSparseGrad (its rows scaled)."
-    if isinstance(grad, RowSparseGrad):
-        with np.errstate(invalid="ignore"):
-            return RowSparseGrad(grad.indices, (grad.values * factor).astype(grad.dtype, copy=False), grad.shape)
-    grad = np.asarray(grad.data if isinstance(grad, Tensor) else grad)
+    """`factor * grad` as a new gradient of the same kind and dtype: a dense array, or a RowSparseGrad (its rows scaled).
+
+    TODO: scale a RowSparseGrad's stored rows (keeping it sparse) or a dense array, in the gradient's own dtype.
+
+    APPROACH:
+    1. A RowSparseGrad: a new `RowSparseGrad` with the same `indices` and `shape` and its `values` times `factor`
+       (the rows not stored are zero, and stay zero).
+    2. A dense array: the array times `factor`.
+    3. Either way, back to the gradient's dtype (`astype(..., copy=False)`): a Python float times a float32 array
+       is float32 already, but a NumPy float64 factor would make it float64.
+
+    EXAMPLE:
+    scale_gradient(np.array([3.0, 4.0], np.float32), 0.5) -> array([1.5, 2.0], dtype=float32)
+    scale_gradient(RowSparseGrad([2], [[1.0, 2.0]], (4, 2)), 2.0) -> RowSparseGrad([2], [[2.0, 4.0]], (4, 2))
+
+    HINTS:
+    - Never `grad.to_dense()`: a GPT-2 embedding table's gradient would grow from a few rows to 150 MB.
+    """
+    if not isinstance(grad, RowSparseGrad):
+        grad = np.asarray(grad.data if isinstance(grad, Tensor) else grad)
     with np.errstate(invalid="ignore"):                   # inf * 0 = NaN: PyTorch's result, not a surprise
+        ### BEGIN SOLUTION
+        if isinstance(grad, RowSparseGrad):
+            return RowSparseGrad(grad.indices, (grad.values * factor).astype(grad.dtype, copy=False), grad.shape)
         return (grad * factor).astype(grad.dtype, copy=False)
+        ### END SOLUTION
 
 
 def _gradient_values(grad):

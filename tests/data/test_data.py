@@ -80,7 +80,9 @@ def test_get_batch_on_a_memmap_file(tmp_path):
     ids = np.random.default_rng(0).integers(0, 50_257, 200_000)
     write_tokens(iter(ids.tolist()), tmp_path / "t.bin")
     mapped = open_tokens(tmp_path / "t.bin")
-    assert isinstance(mapped, np.memmap) and mapped.dtype == np.uint16 and len(mapped) == 200_000
+    kind = type(mapped).__name__
+    assert kind == "memmap"
+    assert mapped.dtype == np.uint16 and len(mapped) == 200_000
     x, y = get_batch(mapped, 16, 128, 9)
     expected_x, expected_y = get_batch(ids, 16, 128, 9)
     assert np.array_equal(x, expected_x) and np.array_equal(y, expected_y)
@@ -251,3 +253,16 @@ def test_write_tokens_reports_its_progress_after_every_chunk(tmp_path):
 def test_write_tokens_prints_nothing(tmp_path, capsys):
     write_tokens(range(100), tmp_path / "t.bin", chunk_size=7)
     assert capsys.readouterr() == ("", "")
+
+
+def test_open_tokens_maps_the_file_read_only_without_reading_it(tmp_path):
+    path = tmp_path / "t.bin"
+    np.arange(1000, dtype=np.uint16).tofile(path)
+    tokens = open_tokens(path)
+    kind = type(tokens).__name__
+    assert kind == "memmap"
+    assert tokens.flags.writeable is False
+    np.testing.assert_array_equal(tokens[[0, 999]], [0, 999])
+    (tmp_path / "empty.bin").write_bytes(b"")
+    empty = open_tokens(tmp_path / "empty.bin", np.uint32)
+    assert (empty.shape, empty.dtype) == ((0,), np.dtype(np.uint32))

@@ -17,7 +17,7 @@ from tinytorch.core.layers import Linear, Module, Parameter, Sequential
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import SGD, Adagrad, Adam, AdamW, SparseAdam
 from tinytorch.training import (TRAINING_META, ConstantSchedule, CosineSchedule, History, LinearSchedule, LRScheduler,
-                                _optimizer_state, _training_entries, clip_grad_norm_, evaluate,
+                                _optimizer_state, _training_entries, clip_grad_norm_, evaluate, scale_gradient,
                                 fit, get_lr_constant_schedule, get_lr_cosine_schedule, get_lr_linear_schedule,
                                 get_total_norm, load_checkpoint, save_checkpoint, train_step)
 
@@ -98,6 +98,20 @@ def test_clip_grad_norm_of_sparse_gradients_equals_their_dense_form(torch, rng):
     assert table.grad.dtype == np.float32
     np.testing.assert_allclose(table.grad.to_dense(), theirs[0].grad.numpy(), rtol=1e-6)
     np.testing.assert_allclose(dense.grad, theirs[1].grad.numpy(), rtol=1e-6)
+
+
+def test_scale_gradient_keeps_kind_and_dtype():
+    dense = np.array([[1.0, -2.0], [0.5, 4.0]], np.float32)
+    scaled = scale_gradient(dense, np.float64(0.25))
+    assert scaled.dtype == np.float32
+    np.testing.assert_array_equal(scaled, dense * np.float32(0.25))
+    rows = np.array([[1.0, 2.0, 3.0]], np.float32)
+    sparse = scale_gradient(RowSparseGrad([4], rows, (6, 3)), np.float64(3.0))
+    kind = type(sparse).__name__
+    assert kind == "RowSparseGrad"
+    assert sparse.values.dtype == np.float32
+    np.testing.assert_array_equal(sparse.values, rows * 3)
+    assert sparse.indices.tolist() == [4] and sparse.shape == (6, 3)
 
 
 def test_clip_grad_norm_takes_a_single_tensor_skips_missing_grads_and_counts_shared_ones_once():

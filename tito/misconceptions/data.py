@@ -48,3 +48,11 @@ for first in range(0, len(starts), batch_size):
     batches.append((windows[:, :-1], windows[:, :-1]))
 """),
 ]
+
+MISTAKES.insert(1, Mistake(
+    name="file-read-whole", exercise="open_tokens",
+    misconception="np.fromfile is the way to open a token file: but it reads every byte into memory, where a "
+                  "memory map reads only the windows a batch touches.",
+    replacement="""
+return np.fromfile(path, dtype=dtype)
+"""))

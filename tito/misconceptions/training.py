@@ -11,13 +11,15 @@ norms = [np.linalg.norm(v.reshape(-1), ord=norm_type) for v in values]
 total = float(sum(norms))
 """),
     Mistake(
-        name="clip-always", exercise="clip_grad_norm_",
-        misconception="Clipping rescales every gradient to max_norm: but the factor is capped at 1, so a gradient "
-                      "already shorter than max_norm is left alone.",
+        name="rebinding-does-not-write", exercise="clip_grad_norm_",
+        misconception="Scaling a name that holds the gradient scales the gradient: but `grad = grad * factor` "
+                      "makes a new array, and p.grad must be given it.",
         replacement="""
 factor = max_norm / (total + 1e-6)
-for p in params:
-    p.grad = scale_gradient(p.grad, factor)
+if not factor >= 1:
+    for p in params:
+        grad = p.grad
+        grad = grad * factor
 return total
 """),
     Mistake(
@@ -146,3 +148,13 @@ for it in range(start, steps):
             "elapsed": time.perf_counter() - started, "stopped": None})
 """),
 ]
+
+MISTAKES.insert(0, Mistake(
+    name="sparse-densified", exercise="scale_gradient",
+    misconception="A RowSparseGrad can be scaled through its dense form: but that allocates the whole table and "
+                  "returns a dense gradient, which the sparse optimisers refuse and which costs the table's size.",
+    replacement="""
+if isinstance(grad, RowSparseGrad):
+    return grad.to_dense() * factor
+return grad * factor
+"""))
