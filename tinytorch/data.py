@@ -48,34 +48,54 @@ def _flat_ids(ids):
 
 
 def _check_chunk(chunk, start, dtype):
-    "Raise ValueError naming the first id of `chunk` (ids start..) that `dtype` cannot hold."
+    """Raise ValueError naming the first id of `chunk` (an int64 array; its ids are at positions start, start + 1,
+    ... of the stream) that the integer `dtype` cannot hold: below 0 (an id is never negative) or above
+    `np.iinfo(dtype).max`.
+
+    TODO: find the first id out of range; raise the ValueError below for it, with its position in the stream.
+
+    APPROACH:
+    1. The range: 0 (or the dtype's minimum, if that is larger) to `np.iinfo(dtype).max`.
+    2. A boolean array, True where an id is outside it; if any is True, `np.argmax` gives the first one.
+    3. Its position in the stream is `start` plus its index in the chunk.
+
+    EXAMPLE:
+    _check_chunk(np.array([5, 70000, 3]), 10, np.dtype(np.uint16)) -> ValueError "token id 70000 at position 11
+    does not fit in uint16 (0 to 65,535); ..."
+
+    HINTS:
+    - `np.argmax` of a boolean array is the index of its first True.
+    """
+    ### BEGIN SOLUTION
     info = np.iinfo(dtype)
     bad = (chunk < max(info.min, 0)) | (chunk > info.max)
-    if bad.any():
-        where = int(np.argmax(bad))
+    where = int(np.argmax(bad)) if bad.any() else None
+    ### END SOLUTION
+    if where is not None:
         raise ValueError(f"token id {int(chunk[where])} at position {start + where} does not fit in {dtype.name} "
                          f"(0 to {info.max:,}); choose a wider dtype, e.g. dtype=np.uint32")
 
 
-def write_tokens(ids, path, dtype=None, chunk_size=1 << 20):
+def write_tokens(ids, path, dtype=None, chunk_size=1 << 20, callback=None):
     """Write the token ids of `ids` to the file `path` as raw `dtype` values (uint16 by default); returns how many.
 
     `ids`: any iterable of ints (a generator is never turned into a list), or of sequences of ints (one per
     text), which are written one after the other. Memory is one chunk of `chunk_size` ids, however long the
     stream. Every id must fit in `dtype` (0 to 65,535 for uint16), else ValueError naming it and its position.
     The file appears at `path` only when complete (temporary file, then an atomic rename). Read it back with
-    `open_tokens(path, dtype)`.
+    `open_tokens(path, dtype)`. The library prints nothing: `callback(written)`, when given, is called after
+    every chunk with the number of ids written so far (`tito demo train` draws its progress from it).
 
     TODO: write the chunks: take up to `chunk_size` ids from `stream`, check them, append them to `file`,
-    until `stream` runs out; count them in `written`.
+    until `stream` runs out; count them in `written` and report each chunk to `report`.
 
     APPROACH:
     1. The next chunk as an int64 array: `np.fromiter` over `itertools.islice` of the stream (at most
        `chunk_size` ids, and no Python list in between).
     2. An empty chunk means the stream is exhausted: stop.
     3. `_check_chunk(chunk, written, dtype)` refuses an id the dtype cannot hold, naming its position.
-    4. Append the chunk to the open `file` in `dtype` (`astype`, then `ndarray.tofile`) and add its length to
-       `written`.
+    4. Append the chunk to the open `file` in `dtype` (`astype`, then `ndarray.tofile`), add its length to
+       `written`, and call `report(written)`.
 
     EXAMPLE:
     write_tokens(iter(range(5)), "t.bin", chunk_size=2) -> 5; the file holds 10 bytes: 0, 1, 2, 3, 4 as uint16
@@ -85,6 +105,9 @@ def write_tokens(ids, path, dtype=None, chunk_size=1 << 20):
     - Check before you convert: `np.array([70000]).astype(np.uint16)` is 4464, without a word.
     """
     dtype, chunk_size = _token_dtype(dtype), positive_int("chunk_size", chunk_size)
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be a function written -> None (or None); got {type(callback).__name__}")
+    report = (lambda written: None) if callback is None else callback
     stream, path = _flat_ids(ids), Path(path)
     if not path.parent.is_dir():
         raise FileNotFoundError(f"cannot write {path}: the directory {path.parent} does not exist")
@@ -100,6 +123,7 @@ def write_tokens(ids, path, dtype=None, chunk_size=1 << 20):
                 _check_chunk(chunk, written, dtype)
                 chunk.astype(dtype).tofile(file)
                 written += chunk.size
+                report(written)
             ### END SOLUTION
         os.replace(temporary, path)
     except BaseException:
@@ -111,15 +135,32 @@ def write_tokens(ids, path, dtype=None, chunk_size=1 << 20):
 def open_tokens(path, dtype=None):
     """The token file at `path` as a read-only 1-D `np.memmap` of `dtype` (uint16 by default), read from disk
     only where it is indexed. An empty file gives an empty array; a size that is not a whole number of
-    `dtype` values (the wrong dtype?) raises ValueError."""
+    `dtype` values (the wrong dtype?) raises ValueError.
+
+    TODO: map the file (its size is checked above) without reading it.
+
+    APPROACH:
+    1. An empty file (`size == 0`): an empty array of `dtype` (`np.zeros(0, dtype)`): the operating system
+       cannot map zero bytes.
+    2. Otherwise `np.memmap` of the path with the dtype and `mode="r"` (read-only: training never writes
+       into its data).
+
+    EXAMPLE:
+    after write_tokens(range(5), "t.bin"): open_tokens("t.bin") -> memmap([0, 1, 2, 3, 4], dtype=uint16)
+
+    HINTS:
+    - Not `np.fromfile`: it reads the whole file into memory, 18 GB for GPT-2's training text.
+    """
     dtype, path = _token_dtype(dtype), Path(path)
     size = path.stat().st_size                                      # FileNotFoundError names the path
     if size % dtype.itemsize:
         raise ValueError(f"{path} has {size} bytes, not a whole number of {dtype.name} tokens ({dtype.itemsize} "
                          f"bytes each): was it written with another dtype?")
+    ### BEGIN SOLUTION
     if size == 0:
         return np.zeros(0, dtype)                                   # mmap cannot map an empty file
     return np.memmap(path, dtype=dtype, mode="r")
+    ### END SOLUTION
 
 # %% ../modules/08_data/data_dev.ipynb #8e960b14
 def _token_array(dataset):

@@ -6,12 +6,11 @@
 __all__ = ['TRAINING_FORMAT_VERSION', 'TRAINING_META', 'scale_gradient', 'get_total_norm', 'clip_grad_norm_',
            'get_lr_cosine_schedule', 'get_lr_linear_schedule', 'get_lr_constant_schedule', 'LRScheduler',
            'CosineSchedule', 'LinearSchedule', 'ConstantSchedule', 'save_checkpoint', 'load_checkpoint',
-           'cross_entropy_loss', 'train_step', 'History', 'evaluate', 'progress_line', 'fit']
+           'cross_entropy_loss', 'train_step', 'History', 'evaluate', 'fit']
 
 # %% ../modules/07_training/training_dev.ipynb #6eff026a
 import json
 import math
-import sys
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -28,13 +27,32 @@ from .core.validation import flag, nonnegative_int, number_above, number_at_leas
 
 # %% ../modules/07_training/training_dev.ipynb #b34268a3
 def scale_gradient(grad, factor):
-    "`factor * grad` as a new gradient of the same kind and dtype: a dense array, or a RowSparseGrad (its rows scaled)."
-    if isinstance(grad, RowSparseGrad):
-        with np.errstate(invalid="ignore"):
-            return RowSparseGrad(grad.indices, (grad.values * factor).astype(grad.dtype, copy=False), grad.shape)
-    grad = np.asarray(grad.data if isinstance(grad, Tensor) else grad)
+    """`factor * grad` as a new gradient of the same kind and dtype: a dense array, or a RowSparseGrad (its rows scaled).
+
+    TODO: scale a RowSparseGrad's stored rows (keeping it sparse) or a dense array, in the gradient's own dtype.
+
+    APPROACH:
+    1. A RowSparseGrad: a new `RowSparseGrad` with the same `indices` and `shape` and its `values` times `factor`
+       (the rows not stored are zero, and stay zero).
+    2. A dense array: the array times `factor`.
+    3. Either way, back to the gradient's dtype (`astype(..., copy=False)`): a Python float times a float32 array
+       is float32 already, but a NumPy float64 factor would make it float64.
+
+    EXAMPLE:
+    scale_gradient(np.array([3.0, 4.0], np.float32), 0.5) -> array([1.5, 2.0], dtype=float32)
+    scale_gradient(RowSparseGrad([2], [[1.0, 2.0]], (4, 2)), 2.0) -> RowSparseGrad([2], [[2.0, 4.0]], (4, 2))
+
+    HINTS:
+    - Never `grad.to_dense()`: a GPT-2 embedding table's gradient would grow from a few rows to 150 MB.
+    """
+    if not isinstance(grad, RowSparseGrad):
+        grad = np.asarray(grad.data if isinstance(grad, Tensor) else grad)
     with np.errstate(invalid="ignore"):                   # inf * 0 = NaN: PyTorch's result, not a surprise
+        ### BEGIN SOLUTION
+        if isinstance(grad, RowSparseGrad):
+            return RowSparseGrad(grad.indices, (grad.values * factor).astype(grad.dtype, copy=False), grad.shape)
         return (grad * factor).astype(grad.dtype, copy=False)
+        ### END SOLUTION
 
 
 def _gradient_values(grad):
@@ -193,22 +211,58 @@ def get_lr_cosine_schedule(it, max_learning_rate, min_learning_rate, warmup_iter
 
 
 def get_lr_linear_schedule(it, max_learning_rate, min_learning_rate, warmup_iters, decay_iters):
-    "Linear warm-up to `max_learning_rate`, then a straight line down to `min_learning_rate` at `decay_iters`, then flat."
+    """Linear warm-up to `max_learning_rate`, then a straight line down to `min_learning_rate` at `decay_iters`, then flat.
+
+    The cosine schedule's sibling with the same three phases (PyTorch's `LinearLR` after a warm-up).
+
+    TODO: return the learning rate at `it`: the warm-up as in `get_lr_cosine_schedule`, then a straight line.
+
+    APPROACH:
+    1. Warm-up (`it` below `warmup_iters`): the fraction of the warm-up done, times the maximum.
+    2. Decay (`it` up to `decay_iters`, when that is after the warm-up): the progress through the decay in
+       [0, 1], then the maximum moved that fraction of the way to the minimum.
+    3. Otherwise the minimum.
+
+    EXAMPLE:
+    max 1.0, min 0.0, warmup_iters 2, decay_iters 6: it 0..7 -> 0, 0.5, 1, 0.75, 0.5, 0.25, 0, 0
+
+    HINTS:
+    - The progress counts from the end of the warm-up, not from iteration 0.
+    """
     it, max_learning_rate, min_learning_rate, warmup_iters, decay_iters = _schedule_arguments(
         it, max_learning_rate, min_learning_rate, warmup_iters, decay_iters, "decay_iters")
+    ### BEGIN SOLUTION
     if it < warmup_iters:
         return it / warmup_iters * max_learning_rate
     if it <= decay_iters and decay_iters > warmup_iters:
         progress = (it - warmup_iters) / (decay_iters - warmup_iters)
         return max_learning_rate + progress * (min_learning_rate - max_learning_rate)
     return min_learning_rate
+    ### END SOLUTION
 
 
 def get_lr_constant_schedule(it, max_learning_rate, warmup_iters=0):
-    "Linear warm-up to `max_learning_rate` over `warmup_iters` iterations, then constant."
+    """Linear warm-up to `max_learning_rate` over `warmup_iters` iterations, then constant.
+
+    TODO: return the learning rate at `it`: the warm-up's fraction of the maximum, then the maximum.
+
+    APPROACH:
+    1. While `it` is below `warmup_iters`: `it / warmup_iters` of the maximum (iteration 0 gets 0).
+    2. From `warmup_iters` on: the maximum.
+
+    EXAMPLE:
+    max 2.0, warmup_iters 4: it 0..5 -> 0, 0.5, 1, 1.5, 2, 2;   warmup_iters 0: 2.0 from iteration 0
+
+    HINTS:
+    - With `warmup_iters` 0 there is no warm-up phase: compare before you divide.
+    """
     it, max_learning_rate, _, warmup_iters, _ = _schedule_arguments(
         it, max_learning_rate, 0.0, warmup_iters, warmup_iters, "warmup_iters")
-    return it / warmup_iters * max_learning_rate if it < warmup_iters else max_learning_rate
+    ### BEGIN SOLUTION
+    if it < warmup_iters:
+        return it / warmup_iters * max_learning_rate
+    return max_learning_rate
+    ### END SOLUTION
 
 # %% ../modules/07_training/training_dev.ipynb #80ab2fba
 class LRScheduler:
@@ -234,9 +288,27 @@ class LRScheduler:
         self.optimizer.lr = self.lr_at(self.last_epoch)
 
     def step(self):
-        "Move to the next iteration and set the optimiser's learning rate for it."
+        """Move to the next iteration and set the optimiser's learning rate for it (call after `optimizer.step()`).
+
+        TODO: count this call in `last_epoch`, then write the schedule's rate for the new iteration into
+        `self.optimizer.lr`.
+
+        APPROACH:
+        1. Add one to `self.last_epoch` (the number of `step()` calls so far, PyTorch's name).
+        2. `self.lr_at(...)` of the new count, assigned to the optimiser's `lr` (every tinytorch optimiser
+           reads it at each `step()`).
+
+        EXAMPLE:
+        CosineSchedule(SGD(ps, lr=1.0), 7, 21, min_learning_rate=0.1): lr 0.0 when made; after step() 0.142857
+        (iteration 1); after seven calls 1.0
+
+        HINTS:
+        - Count first, then set: the rate set now is the one the *next* `optimizer.step()` uses.
+        """
+        ### BEGIN SOLUTION
         self.last_epoch += 1
-        self._apply()
+        self.optimizer.lr = self.lr_at(self.last_epoch)
+        ### END SOLUTION
 
     def get_last_lr(self):
         "The learning rate in force, as a one-element list (PyTorch's form: one per parameter group)."
@@ -310,16 +382,48 @@ TRAINING_FORMAT_VERSION = 1
 TRAINING_META = "training/meta"          # the JSON header: iteration, optimiser kind and settings, schedule
 
 
-def _training_entries(model, optimizer, iteration, scheduler):
-    "The arrays of a training checkpoint (name -> array), the JSON header last as uint8 bytes."
+def _training_entries(model, optimizer, iteration, scheduler=None, rng=None):
+    """The arrays of a training checkpoint (name -> array), the JSON header last as uint8 bytes.
+
+    `model/<name>`: each array of `model.state_dict()`. `optimizer/<i>/<key>`: each array of the optimiser's
+    per-parameter state (`optimizer.state_dict()["state"][i]`); a RowSparseGrad as `.../indices` and `.../values`.
+    The header (a dict, section 4's table) holds the format, `iteration`, the optimiser's class name, its
+    `param_groups`, per state entry what it is (`"array"`, `{"rows": shape}` or `{"number": value}`), the
+    schedule (`{"kind": class name, "state": scheduler.state_dict()}` or None) and the random generator's state
+    (`rng.bit_generator.state` or None).
+
+    TODO: fill `entries` and `header` with everything the next step depends on (section 4's table).
+
+    APPROACH:
+    1. Every `(name, array)` of `model.state_dict()` under `f"model/{name}"`.
+    2. `saved = optimizer.state_dict()`; for each index and its state dict, for each key and value: a
+       RowSparseGrad gives two arrays (`/indices`, `/values`) and `{"rows": list(shape)}`; an ndarray one array
+       and `"array"`; anything else (a step count) no array and `{"number": value}`. Collect these in
+       `described[str(index)][key]`.
+    3. The header: `"format"`, `"iteration"`, `"optimizer"` (the class name), `"param_groups"`, `"state"`
+       (`described`), `"scheduler"` and `"rng"` as above.
+
+    EXAMPLE:
+    a Linear(2, 3) and Adam after one step -> entries model/weight, model/bias, optimizer/0/exp_avg,
+    optimizer/0/exp_avg_sq, optimizer/1/...; header["state"]["0"] == {"step": {"number": 1},
+    "exp_avg": "array", "exp_avg_sq": "array"}
+
+    HINTS:
+    - The optimiser's state keys are ints in `state_dict()` and strings in JSON: write `str(index)`.
+    - A generator's state is a dict of ints and strings: JSON keeps Python's big ints exactly.
+    """
     for name, value in (("model", model), ("optimizer", optimizer)):
         if not callable(getattr(value, "state_dict", None)):
             raise TypeError(f"{name} must have a state_dict() (a Module, an optimiser); got {type(value).__name__}")
     if scheduler is not None and not isinstance(scheduler, LRScheduler):
         raise TypeError(f"scheduler must be an LRScheduler (CosineSchedule, ...) or None; got {type(scheduler).__name__}")
-    entries = OrderedDict((f"model/{name}", array) for name, array in model.state_dict().items())
+    if rng is not None and not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a NumPy Generator (np.random.default_rng(seed)) or None; got {type(rng).__name__}")
+    entries, described = OrderedDict(), {}
+    ### BEGIN SOLUTION
+    for name, array in model.state_dict().items():
+        entries[f"model/{name}"] = array
     saved = optimizer.state_dict()
-    described = {}
     for index, state in saved["state"].items():
         described[str(index)] = kinds = {}
         for key, value in state.items():
@@ -335,20 +439,23 @@ def _training_entries(model, optimizer, iteration, scheduler):
     header = {"format": TRAINING_FORMAT_VERSION, "iteration": iteration, "optimizer": type(optimizer).__name__,
               "param_groups": saved["param_groups"], "state": described,
               "scheduler": None if scheduler is None else {"kind": type(scheduler).__name__,
-                                                           "state": scheduler.state_dict()}}
+                                                           "state": scheduler.state_dict()},
+              "rng": None if rng is None else rng.bit_generator.state}
+    ### END SOLUTION
     entries[TRAINING_META] = np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8)
     return entries
 
 
-def save_checkpoint(model, optimizer, iteration, out, scheduler=None):
-    """Save everything a run needs to continue: weights, optimiser state, the schedule and `iteration`.
+def save_checkpoint(model, optimizer, iteration, out, scheduler=None, rng=None):
+    """Save everything a run needs to continue: weights, optimiser state, the schedule, `iteration` and the
+    state of `rng` (the NumPy Generator the batches are drawn from, when there is one).
 
     `out`: a path (written atomically) or a binary file object open for writing (`open(..., "wb")`,
     `io.BytesIO()`). `iteration` is an int >= 0, usually the number of the next iteration to run. The file is
     module 03's checkpoint format (no pickle, checksums), readable back with `load_checkpoint`.
     """
     iteration = nonnegative_int("iteration", iteration)
-    return save_arrays(_training_entries(model, optimizer, iteration, scheduler), out)
+    return save_arrays(_training_entries(model, optimizer, iteration, scheduler, rng), out)
 
 
 def _read_header(arrays, label):
@@ -369,8 +476,27 @@ def _read_header(arrays, label):
 
 
 def _optimizer_state(arrays, header):
-    "The optimiser's state_dict rebuilt from the arrays and the header."
+    """The optimiser's `state_dict()` rebuilt from a checkpoint's `arrays` (name -> array) and its `header`.
+
+    The inverse of `_training_entries`' optimiser part: `{"state": {int index: {key: value}}, "param_groups":
+    header["param_groups"]}`, where a value described as `"array"` is `arrays[f"optimizer/{index}/{key}"]`, one
+    described as `{"rows": shape}` a RowSparseGrad of the `/indices` and `/values` arrays, and `{"number": n}` is n.
+
+    TODO: rebuild `state` from `header["state"]` and `arrays`.
+
+    APPROACH:
+    1. For each index (a string in the header) and its `kinds` (key -> description): an entry under `int(index)`.
+    2. Per key, by its description: the array; a `RowSparseGrad(indices, values, shape)`; or the number.
+
+    EXAMPLE:
+    header["state"] == {"0": {"step": {"number": 3}, "exp_avg": "array"}} and arrays["optimizer/0/exp_avg"] == m
+    -> {"state": {0: {"step": 3, "exp_avg": m}}, "param_groups": header["param_groups"]}
+
+    HINTS:
+    - `optimizer.load_state_dict` looks the state up by int: "0" and 0 are different keys.
+    """
     state = {}
+    ### BEGIN SOLUTION
     for index, kinds in header["state"].items():
         state[int(index)] = entry = {}
         for key, kind in kinds.items():
@@ -381,16 +507,19 @@ def _optimizer_state(arrays, header):
                 entry[key] = RowSparseGrad(arrays[f"{name}/indices"], arrays[f"{name}/values"], kind["rows"])
             else:
                 entry[key] = kind["number"]
+    ### END SOLUTION
     return {"state": state, "param_groups": header["param_groups"]}
 
 
-def load_checkpoint(src, model, optimizer, scheduler=None):
-    """Restore a `save_checkpoint` file into `model`, `optimizer` (and `scheduler`); returns the saved iteration.
+def load_checkpoint(src, model, optimizer, scheduler=None, rng=None):
+    """Restore a `save_checkpoint` file into `model`, `optimizer` (and `scheduler`, and `rng`); returns the saved
+    iteration.
 
     `src`: a path or a binary file object open for reading. The optimiser must be of the kind that was saved,
     over the same parameters; the scheduler, when given, of the kind saved (a schedule in the file is ignored
-    when `scheduler` is None). A file that is damaged, not a training checkpoint, or does not fit raises
-    `CheckpointError` naming the reason, and the model, optimiser and scheduler keep their state.
+    when `scheduler` is None); `rng`, when given, a Generator of the kind saved, which continues where the saved
+    one was. A file that is damaged, not a training checkpoint, or does not fit raises `CheckpointError` naming
+    the reason, and the model, optimiser, scheduler and generator keep their state.
     """
     label = getattr(src, "name", "the checkpoint file") if hasattr(src, "read") else str(src)
     arrays = load_arrays(src)
@@ -406,6 +535,14 @@ def load_checkpoint(src, model, optimizer, scheduler=None):
         if saved_schedule is None or saved_schedule.get("kind") != type(scheduler).__name__:
             held = "no schedule" if saved_schedule is None else f"a {saved_schedule.get('kind')}"
             raise CheckpointError(f"{label} holds {held}; the scheduler given is a {type(scheduler).__name__}")
+    saved_rng = header.get("rng")
+    if rng is not None:
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng must be a NumPy Generator or None; got {type(rng).__name__}")
+        kind = type(rng.bit_generator).__name__
+        if not isinstance(saved_rng, dict) or saved_rng.get("bit_generator") != kind:
+            held = "no generator state" if saved_rng is None else f"a {saved_rng.get('bit_generator')} state"
+            raise CheckpointError(f"{label} holds {held}; the rng given is a {kind} Generator")
     try:
         model_state = OrderedDict((name[len("model/"):], array) for name, array in arrays.items()
                                   if name.startswith("model/"))
@@ -419,9 +556,13 @@ def load_checkpoint(src, model, optimizer, scheduler=None):
         optimizer.load_state_dict(optimizer_state)
         if scheduler is not None:
             scheduler.load_state_dict(saved_schedule["state"])
+        if rng is not None:
+            rng.bit_generator.state = saved_rng            # last: it checks the state and cannot fail halfway
     except (KeyError, TypeError, ValueError) as error:
         model.load_state_dict(backup[0])              # each load checks before it writes; undo the ones that passed
         optimizer.load_state_dict(backup[1])
+        if scheduler is not None:
+            scheduler.load_state_dict(backup[2])
         reason = error.args[0] if error.args else error
         raise CheckpointError(f"{label} does not fit this model and optimiser: {reason}") from error
     return iteration
@@ -513,33 +654,58 @@ def evaluate(model, batches, loss_fn=cross_entropy_loss):
     ### END SOLUTION
 
 
-def progress_line(it, steps, loss, lr, grad_norm, eval_loss=None, rate=None, width=20):
-    "One ASCII line: `it  50/200 [#####...............]  25% loss 1.0986 lr 1.0e-02 |g| 0.512 eval 1.1012 88.0 it/s`."
-    done = int(width * it / steps)
-    text = (f"it {it:>{len(str(steps))}}/{steps} [{'#' * done}{'.' * (width - done)}] {100 * it / steps:3.0f}% "
-            f"loss {loss:.4f} lr {lr:.1e} |g| {grad_norm:.3g}")
-    if eval_loss is not None:
-        text += f" eval {eval_loss:.4f}"
-    return text + ("" if rate is None else f" {rate:.1f} it/s")
-
-
 def _every(name, value):
     return None if value is None else positive_int(name, value)
 
 
+def _stop_message(it, loss, grad_norm, lr, history):
+    "What `fit` says when iteration `it` gave a NaN or infinite loss or gradient norm."
+    last = (f"; the last finite loss was {history.losses[-1]:.4g} at iteration {history.iterations[-1]}"
+            if history.losses else "")
+    what = f"loss is {loss}" if not math.isfinite(loss) else f"gradient norm is {grad_norm}"
+    return (f"stopped at iteration {it}: the training {what}{last}. The weights are those before this step. "
+            f"Try a lower learning rate (lr={lr:.3g}) or clip the gradients (max_grad_norm=1.0).")
+
+
 def fit(model, optimizer, train_batch, steps, *, loss_fn=None, scheduler=None, max_grad_norm=None, eval_batches=None,
-        eval_every=None, log_every=None, start_iteration=0, checkpoint=None, checkpoint_every=None, progress=True,
-        file=None):
+        eval_every=None, start_iteration=0, checkpoint=None, checkpoint_every=None, rng=None, callback=None):
     """Train `model` for iterations `start_iteration .. steps - 1` with `train_step`; returns a `History`.
 
     `train_batch(it)` gives batch `it`; `loss_fn(model, batch)` the loss (None: `cross_entropy_loss`, for
     batches `(inputs, targets)`); `scheduler.step()` follows every optimiser step; `max_grad_norm` clips.
     `eval_batches` (a list) are evaluated every `eval_every` iterations (None: only at the end) and at the end.
-    A progress line goes to `file` (None: standard output) every `log_every` iterations (None: ten lines) when
-    `progress`. With `checkpoint` (a path), `save_checkpoint` runs every `checkpoint_every` iterations (None: only
-    at the end) and at the end, with the number of the next iteration; `load_checkpoint` gives it back for
-    `start_iteration`. A NaN or infinite loss or gradient stops the run before its step, with a message in
-    `History.stopped`. The model is in training mode during the run and in its previous mode after.
+    With `checkpoint` (a path), `save_checkpoint` runs every `checkpoint_every` iterations (None: only at the
+    end) and at the end, with the number of the next iteration and the state of `rng` (the generator
+    `train_batch` draws from, if any); `load_checkpoint` gives it back for `start_iteration`. A NaN or infinite
+    loss or gradient stops the run before its step, with a message in `History.stopped`. The model is in
+    training mode during the run and in its previous mode after.
+
+    `fit` prints nothing: after every iteration it calls `callback(event)` (when given) with a dict
+    `{"step": iterations done, "steps", "loss", "lr", "grad_norm", "eval_loss": this step's evaluation or None,
+    "elapsed": seconds since the start, "stopped": None}`, and once with `"stopped"` set to the message when the
+    run stops early. The caller draws the progress bar (`tito demo train` does).
+
+    TODO: the loop: for each iteration, one `train_step`; stop on a non-finite number; record; step the schedule;
+    evaluate and checkpoint when due; report to the callback.
+
+    APPROACH:
+    1. For `it` from `start` to `steps - 1`: note `optimizer.lr` (the rate this step uses), then
+       `train_step(model, optimizer, train_batch(it), loss_fn, max_grad_norm)`.
+    2. Loss or norm not finite (`math.isfinite`): `history.stopped = _stop_message(...)`, tell the callback
+       (an event whose `"stopped"` is the message), and leave the loop.
+    3. Append `it`, the loss, the rate and the norm to the history's lists; `scheduler.step()` if there is one.
+    4. With `done = it + 1`: evaluate (`evaluate`) when `eval_batches` is given and `done` is the last iteration
+       or a multiple of `eval_every`; record it in `eval_iterations` / `eval_losses`. Save a checkpoint on the same
+       rule with `checkpoint_every`, passing `done`, the scheduler and `rng`.
+    5. `callback(event)` with the dict above.
+
+    EXAMPLE:
+    fit(model, opt, batch, 30, eval_batches=[b], eval_every=10) -> History with iterations 0..29,
+    eval_iterations [10, 20, 30]; the callback sees step 1, 2, ..., 30
+
+    HINTS:
+    - The checkpoint's iteration is `done`, the next one to run, so that a resumed run starts there.
+    - `scheduler.step()` after the step is recorded: the history's rate is the one the step used.
     """
     steps, start = positive_int("steps", steps), nonnegative_int("start_iteration", start_iteration)
     if start > steps:
@@ -559,26 +725,25 @@ def fit(model, optimizer, train_batch, steps, *, loss_fn=None, scheduler=None, m
             raise ValueError(f"eval_batches must be a non-empty list of batches or None; got {eval_batches!r:.80}")
         eval_batches = list(eval_batches)
     eval_every, checkpoint_every = _every("eval_every", eval_every), _every("checkpoint_every", checkpoint_every)
-    log_every = max(1, (steps - start) // 10) if log_every is None else positive_int("log_every", log_every)
     if checkpoint_every is not None and checkpoint is None:
         raise ValueError("checkpoint_every needs checkpoint= (the path to save to)")
-    progress, out = flag("progress", progress), sys.stdout if file is None else file
-    history, was_training, eval_loss = History(), model.training, None
+    if rng is not None and not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a NumPy Generator or None; got {type(rng).__name__}")
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be a function event -> None (or None); got {type(callback).__name__}")
+    report = (lambda event: None) if callback is None else callback
+    history, was_training = History(), model.training
     started = time.perf_counter()
     model.train()
     try:
+        ### BEGIN SOLUTION
         for it in range(start, steps):
             lr = optimizer.lr
             loss, norm = train_step(model, optimizer, train_batch(it), loss_fn, max_grad_norm)
             if not (math.isfinite(loss) and math.isfinite(norm)):
-                last = (f"; the last finite loss was {history.losses[-1]:.4g} at iteration {history.iterations[-1]}"
-                        if history.losses else "")
-                what = f"loss is {loss}" if not math.isfinite(loss) else f"gradient norm is {norm}"
-                history.stopped = (f"stopped at iteration {it}: the training {what}{last}. The weights are those "
-                                   f"before this step. Try a lower learning rate (lr={lr:.3g}) or clip the "
-                                   f"gradients (max_grad_norm=1.0).")
-                if progress:
-                    print(history.stopped, file=out)
+                history.stopped = _stop_message(it, loss, norm, lr, history)
+                report({"step": it, "steps": steps, "loss": loss, "lr": lr, "grad_norm": norm, "eval_loss": None,
+                        "elapsed": time.perf_counter() - started, "stopped": history.stopped})
                 break
             history.iterations.append(it)
             history.losses.append(loss)
@@ -586,16 +751,16 @@ def fit(model, optimizer, train_batch, steps, *, loss_fn=None, scheduler=None, m
             history.grad_norms.append(norm)
             if scheduler is not None:
                 scheduler.step()
-            done = it + 1
+            done, eval_loss = it + 1, None
             if eval_batches is not None and (done == steps or (eval_every and done % eval_every == 0)):
                 eval_loss = evaluate(model, eval_batches, loss_fn)
                 history.eval_iterations.append(done)
                 history.eval_losses.append(eval_loss)
             if checkpoint is not None and (done == steps or (checkpoint_every and done % checkpoint_every == 0)):
-                save_checkpoint(model, optimizer, done, checkpoint, scheduler)
-            if progress and ((done - start) % log_every == 0 or done == steps):
-                rate = (done - start) / max(time.perf_counter() - started, 1e-9)
-                print(progress_line(done, steps, loss, lr, norm, eval_loss, rate), file=out)
+                save_checkpoint(model, optimizer, done, checkpoint, scheduler, rng)
+            report({"step": done, "steps": steps, "loss": loss, "lr": lr, "grad_norm": norm, "eval_loss": eval_loss,
+                    "elapsed": time.perf_counter() - started, "stopped": None})
+        ### END SOLUTION
     finally:
         model.train(was_training)
         history.seconds = time.perf_counter() - started

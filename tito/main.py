@@ -45,6 +45,7 @@ DEMOS = {
     "gpt": "tito.demos.gpt",
     "positions": "tito.demos.positions",
     "profile": "tito.demos.profile",
+    "train": "tito.demos.train",
 }
 
 

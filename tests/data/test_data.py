@@ -9,7 +9,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from tinytorch.data import get_batch, open_tokens, sequential_batches, write_tokens
+from tinytorch.data import _check_chunk, get_batch, open_tokens, sequential_batches, write_tokens
 
 
 class CountingTokens:
@@ -43,7 +43,7 @@ def test_cs336_get_batch_semantics():
         np.testing.assert_array_equal(x + 1, y)
         starts.extend(x[:, 0].tolist())
     counts = np.bincount(starts, minlength=100)
-    assert counts[:93].min() > 0 and counts[93:].sum() == 0, "every start 0..92 and nothing beyond"
+    np.testing.assert_array_equal(counts > 0, np.arange(100) < 93, "every start 0..92 drawn and nothing beyond")
     expected = 32 * 1000 / 93
     standard_deviation = np.sqrt(32 * 1000 * (1 / 93) * (1 - 1 / 93))
     assert np.all(np.abs(counts[:93] - expected) < 5 * standard_deviation)
@@ -56,7 +56,7 @@ def test_every_window_is_reachable_including_the_last(length, context_length):
     seen = set()
     for _ in range(400):
         seen.update(get_batch(dataset, 64, context_length, rng)[0][:, 0].tolist())
-    assert seen == set(range(length - context_length))
+    assert sorted(seen) == list(range(length - context_length))
 
 
 def test_get_batch_is_seeded_and_a_generator_advances():
@@ -80,7 +80,9 @@ def test_get_batch_on_a_memmap_file(tmp_path):
     ids = np.random.default_rng(0).integers(0, 50_257, 200_000)
     write_tokens(iter(ids.tolist()), tmp_path / "t.bin")
     mapped = open_tokens(tmp_path / "t.bin")
-    assert isinstance(mapped, np.memmap) and mapped.dtype == np.uint16 and len(mapped) == 200_000
+    kind = type(mapped).__name__
+    assert kind == "memmap"
+    assert mapped.dtype == np.uint16 and len(mapped) == 200_000
     x, y = get_batch(mapped, 16, 128, 9)
     expected_x, expected_y = get_batch(ids, 16, 128, 9)
     assert np.array_equal(x, expected_x) and np.array_equal(y, expected_y)
@@ -169,6 +171,19 @@ def test_open_tokens_refuses_a_size_that_does_not_fit_the_dtype(tmp_path):
         open_tokens(tmp_path / "missing.bin")
 
 
+def test_sequential_batches_targets_are_the_inputs_one_token_later():
+    dataset = np.arange(100, 150)
+    for inputs, targets in sequential_batches(dataset, 3, 5):
+        np.testing.assert_array_equal(targets, inputs + 1)
+
+
+def test_get_batch_draws_the_last_window_of_a_tiny_stream():
+    """Three windows (starts 0, 1, 2) of 2 tokens in 4 + ... tokens: 300 draws see each about 100 times."""
+    starts = get_batch(np.arange(4), 300, 1, np.random.default_rng(0))[0][:, 0]
+    assert sorted(set(starts.tolist())) == [0, 1, 2]
+    assert np.bincount(starts, minlength=3)[:3].min() > 50
+
+
 def test_sequential_batches_cover_the_stream_in_order():
     dataset = np.arange(1000)
     batches = sequential_batches(dataset, 4, 10)
@@ -187,3 +202,67 @@ def test_sequential_batches_read_only_their_windows():
     tokens = CountingTokens(np.arange(100_000, dtype=np.uint16))
     sequential_batches(tokens, 8, 16, max_batches=2)
     assert tokens.read == 2 * 8 * 17
+
+
+@pytest.mark.parametrize("chunk, start, position", [([5, 70_000, 3], 10, 11), ([-1, 2], 0, 0),
+                                                    ([1, 2, 65_536, -4], 7, 9), ([65_535, 65_536], 100, 101)])
+def test_check_chunk_names_the_first_id_that_does_not_fit_and_its_stream_position(chunk, start, position):
+    message = error_message(lambda: _check_chunk(np.array(chunk, dtype=np.int64), start, np.dtype(np.uint16)))
+    expected = f"token id {chunk[position - start]} at position {position} does not fit in uint16"
+    assert message[:len(expected)] == expected
+
+
+def error_message(call):
+    "The ValueError message of `call()`, or 'no error' (so a check shows expected against actual text)."
+    try:
+        call()
+    except ValueError as error:
+        return str(error)
+    return "no error"
+
+
+def test_write_tokens_names_the_stream_position_of_a_bad_id_in_a_later_chunk(tmp_path):
+    ids = [1, 2, 3, 4, 5, 70_000, 6]
+    message = error_message(lambda: write_tokens(iter(ids), tmp_path / "t.bin", chunk_size=2))
+    expected = "token id 70000 at position 5 does not fit in uint16"
+    assert message[:len(expected)] == expected
+
+
+def test_write_tokens_writes_every_chunk_in_order(tmp_path):
+    for count, chunk_size in ((10, 3), (9, 3), (1, 5), (1000, 64)):
+        written = write_tokens(iter(range(count)), tmp_path / "t.bin", chunk_size=chunk_size)
+        assert written == count
+        np.testing.assert_array_equal(np.fromfile(tmp_path / "t.bin", dtype=np.uint16), np.arange(count))
+
+
+@pytest.mark.parametrize("dtype, chunk", [(np.uint16, [0, 65_535, 7]), (np.uint8, [0, 255]), (np.int32, [2**31 - 1]),
+                                          (np.uint16, [])])
+def test_check_chunk_accepts_every_id_in_range(dtype, chunk):
+    _check_chunk(np.array(chunk, dtype=np.int64), 0, np.dtype(dtype))
+
+
+def test_write_tokens_reports_its_progress_after_every_chunk(tmp_path):
+    reports = []
+    assert write_tokens(iter(range(10)), tmp_path / "t.bin", chunk_size=4, callback=reports.append) == 10
+    assert reports == [4, 8, 10]
+    assert np.array_equal(np.fromfile(tmp_path / "t.bin", dtype=np.uint16), np.arange(10))
+    with pytest.raises(TypeError, match="callback must be a function"):
+        write_tokens([1], tmp_path / "u.bin", callback="print")
+
+
+def test_write_tokens_prints_nothing(tmp_path, capsys):
+    write_tokens(range(100), tmp_path / "t.bin", chunk_size=7)
+    assert capsys.readouterr() == ("", "")
+
+
+def test_open_tokens_maps_the_file_read_only_without_reading_it(tmp_path):
+    path = tmp_path / "t.bin"
+    np.arange(1000, dtype=np.uint16).tofile(path)
+    tokens = open_tokens(path)
+    kind = type(tokens).__name__
+    assert kind == "memmap"
+    assert tokens.flags.writeable is False
+    np.testing.assert_array_equal(tokens[[0, 999]], [0, 999])
+    (tmp_path / "empty.bin").write_bytes(b"")
+    empty = open_tokens(tmp_path / "empty.bin", np.uint32)
+    assert (empty.shape, empty.dtype) == ((0,), np.dtype(np.uint32))
