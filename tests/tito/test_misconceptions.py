@@ -34,6 +34,9 @@ KNOWN_GAPS = {}
 
 def test_the_catalogue_covers_the_issue_s_module_11_mistakes_and_every_exercise_of_its_modules():
     assert set(CATALOGUE) <= set(MODULES), "a catalogue file per module, named as the module is"
+    # issue 25: every exercise of modules 01-13, so every such module with exercises has a catalogue file
+    taught = {name for name, module in MODULES.items() if module.number <= 13 and exercises(ROOT, [module])}
+    assert taught <= set(CATALOGUE), f"modules 01-13 with exercises but no catalogue file: {sorted(taught - set(CATALOGUE))}"
     names = {mistake.name for mistake in CATALOGUE["embeddings"]}
     assert {"repeated-ids-lost", "sin-cos-swapped", "sin-cos-halves", "positions-off-by-one", "sqrt-d-on-positions",
             "sqrt-d-never", "padding-row-learns", "table-transposed", "output-not-reshaped", "dense-grad-for-sparse",
