@@ -222,24 +222,11 @@ def test_merge_pair_returns_a_tuple_and_leaves_unmatched_ids():
 
 
 def naive_bpe_merges(text, vocab_size):
-    """Reference training: every chunk occurrence kept as its own list (no counting of distinct
-    chunks), pairs recounted from scratch each step, the same tie rule (most frequent, then the greatest
-    pair of byte strings)."""
-    chunks = [list(chunk.encode("utf-8")) for chunk in BPE_CHUNK_PATTERN.findall(text)]
-    vocab = [bytes([b]) for b in range(BYTE_VOCAB_SIZE)]
-    merges = []
-    for new_id in range(BYTE_VOCAB_SIZE, vocab_size):
-        counts = {}
-        for ids in chunks:
-            for pair in zip(ids, ids[1:]):
-                counts[pair] = counts.get(pair, 0) + 1
-        if not counts:
-            break
-        best = max(counts, key=lambda pair: (counts[pair], vocab[pair[0]], vocab[pair[1]]))
-        merges.append(best)
-        vocab.append(vocab[best[0]] + vocab[best[1]])
-        chunks = [list(merge_pair(ids, best, new_id)) for ids in chunks]
-    return merges
+    """Reference training (no special tokens): test_gpt2_bpe's `naive_merges`, every chunk occurrence its own
+    list, pairs recounted from scratch each step, ties to the greatest pair of byte strings."""
+    from tests.tokenization.test_gpt2_bpe import naive_merges
+
+    return naive_merges(text, vocab_size)
 
 
 def naive_bpe_encode(merges, text):
