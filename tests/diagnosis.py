@@ -20,10 +20,11 @@ Misconception.__module__ = "builtins"      # pytest then prints `Misconception: 
 
 
 def show(value) -> str:
-    value = getattr(value, "data", value)
+    if not isinstance(value, (np.ndarray, np.generic)):    # a NumPy scalar's `.data` is a memoryview, not values
+        value = getattr(value, "data", value)
     array = np.asarray(value)
     if array.dtype == object or array.ndim == 0:
-        return repr(value)
+        return repr(value.item() if isinstance(value, np.generic) else value)
     with np.printoptions(precision=4, threshold=8, edgeitems=2, linewidth=160, suppress=True):
         text = " ".join(np.array2string(array, separator=" ").split())
     return text + (f" shape {array.shape}" if array.ndim > 1 else "")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tests.diagnosis import expect_close
-from tinytorch.core.rope_scaling import RopeFrequencies, yarn_inv_freq
+from tinytorch.core.rope_scaling import RopeFrequencies, yarn_correction_range, yarn_inv_freq
 
 
 def reference_yarn(dim, base, factor, trained, beta_fast=32.0, beta_slow=1.0):
@@ -53,3 +53,17 @@ def test_the_dynamic_rule_grows_keeps_and_resets_as_transformers_does():
     expect_close(np.stack(got), np.stack(expected), f"inv_freq after update({', '.join(map(str, calls))}) in turn",
                  rtol=1e-9, atol=0, diagnoses=[("never resets", "after a stretch, a sequence shorter than the trained "
                                                 "length goes back to plain RoPE", np.stack(never_resets))])
+
+
+@pytest.mark.parametrize("dim, base, trained, expected", [
+    (16, 10000.0, 64, (0, 3)),          # i(32) = -0.99 -> 0 after the floor and the clip, i(1) = 2.02 -> 3
+    (64, 10000.0, 4096, (10, 23)),      # i(32) = 10.47 -> 10, i(1) = 22.51 -> 23
+])
+def test_yarn_correction_range_takes_low_from_beta_fast_and_high_from_beta_slow(dim, base, trained, expected):
+    def pair_index(turns):                                   # the pair that turns `turns` times in `trained` positions
+        return dim * math.log(trained / (turns * 2 * math.pi)) / (2 * math.log(base))
+    assert expected == (max(math.floor(pair_index(32.0)), 0), min(math.ceil(pair_index(1.0)), dim - 1))
+    swapped = (max(math.floor(pair_index(1.0)), 0), min(math.ceil(pair_index(32.0)), dim - 1))
+    expect_close(yarn_correction_range(dim, base, trained), expected, f"yarn_correction_range({dim}, {base}, {trained})",
+                 rtol=0, atol=0, diagnoses=[("range swapped", "more turns is a faster pair, a smaller index: low is "
+                                             "the pair of beta_fast (32 turns), high that of beta_slow (1 turn)", swapped)])

@@ -90,7 +90,7 @@ scale = factor * seq_len / max_position_embeddings - (factor - 1)
 return (base * scale) ** (-np.arange(0, dim, 2) / dim)
 """),
     Mistake(
-        name="yarn-range-swapped", exercise="yarn_correction_range",
+        name="yarn-range-swapped", says="range swapped", exercise="yarn_correction_range",
         misconception="low comes from beta_slow and high from beta_fast: but more turns is a faster pair, "
                       "a smaller index, so low = i(beta_fast).",
         replacement="""
