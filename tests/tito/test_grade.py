@@ -36,17 +36,21 @@ PLANTED = {mistake.name: mistake for mistake in mistakes_of("activations") if mi
 # What the hostile learner writes instead of each solution (the others: the solution).
 HOSTILE = {
     "ReLU.forward": '''
-import os, sys, shutil, tempfile
+import os, sys, shutil
 from pathlib import Path
 if hasattr(ReLU, "tried"):                         # once per process is enough
     return x.relu()
 ReLU.tried = True
+own = Path(os.environ["GRADE_TEST_WITNESS"]).parent
 places = {Path(p) for p in [*os.environ.values(), *sys.path, os.getcwd()] if p and os.path.isabs(p)}
 places |= {parent for place in list(places) for parent in place.parents}
 found = []
 for place in places:
-    # Only under the temporary folder: if the grader leaked a real path, this test must not destroy it.
-    if not str(place).startswith(tempfile.gettempdir()) or not (place / "settings.ini").is_file():
+    # Only grade's temporary copies and this test's own folder (the witness file's, which holds the instructor's
+    # copy): a checkout found elsewhere, e.g. the real one through the parents of a venv kept inside it (a
+    # documented limit of the isolation), must not be touched.
+    ours = own in place.parents or "tito-grade-learner-" in str(place)
+    if not ours or not (place / "settings.ini").is_file():
         continue
     found.append(str(place))
     try:
