@@ -366,7 +366,7 @@ def test_masked_multi_head_attention_gradcheck(rng, options, masks):
     x = leaf(rng, 2, 3, 8)
     attn = padding = None
     if masks in ("bool", "bool + float padding"):
-        attn = rng.random((2, 4, 3, 3)) > 0.3
+        attn = rng.random((2, 4, 3, 3)) < 0.3                 # nn.MultiheadAttention's convention: True = ignore
     if masks == "float":
         attn = rng.standard_normal((3, 3))
     if masks == "padding":
@@ -377,11 +377,12 @@ def test_masked_multi_head_attention_gradcheck(rng, options, masks):
 
 
 def test_per_head_masks_reach_their_own_head_under_grouped_queries(rng):
-    "A (B, H, T, S) mask with 4 query heads in 2 kv groups: each head's weights are 0 exactly where its mask is False."
+    "A (B, H, T, S) mask with 4 query heads in 2 kv groups: each head's weights are 0 exactly where it may not attend."
     mha = MultiHeadAttention(8, 4, num_kv_heads=2, causal=False, seed=0)
     mask = rng.random((2, 4, 3, 3)) > 0.4
     mask[..., 0] = True
-    _, weights = mha(Tensor(rng.standard_normal((2, 3, 8))), mask, need_weights=True, average_attn_weights=False)
+    # `mask` says where each head attends; MultiHeadAttention takes nn.MultiheadAttention's True = ignore
+    _, weights = mha(Tensor(rng.standard_normal((2, 3, 8))), ~mask, need_weights=True, average_attn_weights=False)
     assert weights.shape == (2, 4, 3, 3)
     assert np.array_equal(weights.data > 0, mask)
     np.testing.assert_allclose(weights.data.sum(-1), 1.0, rtol=1e-6)
@@ -518,3 +519,14 @@ def test_causal_mask_lets_query_i_see_keys_up_to_and_including_i_plus_offset(que
     expected = np.array([[j <= i + offset for j in range(key_len)] for i in range(query_len)])
     mask = causal_mask(query_len, key_len, offset=offset)
     assert np.array_equal(mask, expected)
+
+
+def test_a_boolean_attn_mask_means_ignore_as_in_nn_multihead_attention_and_a_float_one_is_added(rng):
+    "MultiHeadAttention follows nn.MultiheadAttention (True = do not attend), not scaled_dot_product_attention."
+    mha = MultiHeadAttention(8, 2, causal=False, seed=0)
+    x = Tensor(rng.standard_normal((1, 3, 8)))
+    ignore = np.array([[False, True, True], [False, False, True], [True, False, False]])
+    _, weights = mha(x, ignore, need_weights=True)
+    assert np.array_equal(weights.data[0] == 0, ignore), weights.data[0]
+    _, same = mha(x, np.where(ignore, -np.inf, 0.0), need_weights=True)      # the float mask that says the same
+    np.testing.assert_allclose(same.data, weights.data, rtol=1e-12)

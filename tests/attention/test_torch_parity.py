@@ -148,19 +148,19 @@ def mha_pair(torch, rng, embed_dim=8, num_heads=2):
 def mha_masks(torch, rng, case, B=2, H=2, T=4):
     """(our attn_mask, our key_padding_mask), (PyTorch's attn_mask, key_padding_mask) for one case.
 
-    nn.MultiheadAttention's boolean attn_mask means True = ignore (ours: True = attend, as scaled_dot_product_attention),
-    and a per-head mask is (B·H, T, S) there; the key padding mask has the same convention in both (True = ignore)."""
+    Boolean masks have nn.MultiheadAttention's convention in both (True = ignore, attn_mask and key padding mask
+    alike); a per-head mask is (B·H, T, S) there, (B, H, T, S) here."""
     attn = padding = None
     if case in ("bool", "bool + padding"):
-        attn = rng.random((T, T)) > 0.4
-        attn[:, 0] = True                                       # no query without a key (PyTorch would give NaN)
+        attn = rng.random((T, T)) < 0.4                         # True = ignore
+        attn[:, 0] = False                                      # no query without a key (PyTorch would give NaN)
     if case in ("float per head", "float + padding"):
         attn = rng.standard_normal((B, H, T, T))
     if case in ("padding", "bool + padding", "float + padding"):
         padding = np.array([[False, False, True, True], [False, True, False, True]])
     if case == "float padding":
         padding = rng.standard_normal((B, T))
-    torch_attn = None if attn is None else torch.tensor(~attn if attn.dtype == bool else attn.reshape(B * H, T, T))
+    torch_attn = None if attn is None else torch.tensor(attn if attn.dtype == bool else attn.reshape(B * H, T, T))
     torch_padding = None if padding is None else torch.tensor(padding)
     return (attn, padding), (torch_attn, torch_padding)
 

@@ -561,8 +561,9 @@ class MultiHeadAttention(Module):
                 average_attn_weights=True, cache=None):
         """x (B, T, d_model) -> (B, T, d_model), or `(output, weights)` with `need_weights=True`.
 
-        - `attn_mask`: broadcastable to the scores (B, H, T, S) (e.g. (T, S)); `scaled_dot_product_attention`'s
-          convention: boolean True = the key takes part, or float, added to the scores. Combined with the causal
+        - `attn_mask`: broadcastable to the scores (B, H, T, S) (e.g. (T, S)); `torch.nn.MultiheadAttention`'s
+          convention: boolean True = do NOT attend to that key (the opposite of `scaled_dot_product_attention`'s),
+          or float, added to the scores. Combined with the causal
           mask when `causal` is on.
         - `key_padding_mask` (B, S): `torch.nn.MultiheadAttention`'s convention, the opposite: boolean True = the
           key is padding, ignore it; or float, added to the scores of that key.
@@ -592,6 +593,8 @@ class MultiHeadAttention(Module):
         S = k.shape[-2]
         causal = causal_mask(T, S, offset=S - T) if self.causal and T > 1 else None
         alibi = alibi_bias(H, T, S, offset=S - T, dtype=q.dtype) if self.alibi else None     # -m·distance, per head
+        if attn_mask is not None and _as_mask("attn_mask", attn_mask).dtype == bool:       # nn.MultiheadAttention's
+            attn_mask = ~_as_mask("attn_mask", attn_mask)                                   # True = ignore -> takes part
         mask = merge_masks(causal, alibi, attn_mask, key_padding_mask=key_padding_mask)     # (B, H, T, S) or less
         scores = attention_scores(q, k.reshape(B, Hkv, 1, S, D))                           # (B, Hkv, group, T, S)
         weights = attention_weights(scores, self._mask_for_groups(mask))
