@@ -242,7 +242,8 @@ def _fit(line: str, columns: int = SCREEN_COLUMNS) -> str:
 
 
 def _wrapped(lines: list[str], columns: int = SCREEN_COLUMNS) -> list[str]:
-    """Lines longer than `columns` continue on the next, indented under their own start."""
+    """Lines longer than `columns` continue on the next, indented under their own start. A command to run
+    (`see it: ...`) ends each broken line with ` \\`, so that pasted whole it still runs as one command."""
     import textwrap
 
     out = []
@@ -251,8 +252,11 @@ def _wrapped(lines: list[str], columns: int = SCREEN_COLUMNS) -> list[str]:
             out.append(line)
             continue
         indent = " " * (len(line) - len(line.lstrip()) + 4)
-        out += textwrap.wrap(line, columns, subsequent_indent=indent, break_on_hyphens=False,
-                             drop_whitespace=True) or [line[:columns]]
+        command = line.lstrip().startswith("see it: ")
+        pieces = textwrap.wrap(line, columns - 2 if command else columns, subsequent_indent=indent,
+                               break_on_hyphens=False, break_long_words=not command,
+                               drop_whitespace=True) or [line[:columns]]
+        out += [piece + " \\" for piece in pieces[:-1]] + pieces[-1:] if command else pieces
     return out
 
 

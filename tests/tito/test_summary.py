@@ -344,7 +344,9 @@ def test_a_wrong_embedding_backward_gets_a_short_summary_naming_it_first_with_ex
     assert "expected " in first and "actual " in first, first
     # the rows that differ, or the check that recognises the mistake by name (tests/diagnosis.py)
     assert "rows differ" in first or "entries differ" in first or "Misconception: repeated ids" in first, first
-    assert "-- -x -k " in first
+    command = first.split("see it: ", 1)[1].split("More:", 1)[0]
+    command = re.sub(r" \\\n\s*", " ", command).strip()                # a wrapped command continues with ` \`
+    assert "-- -x -k " in command and "\n" not in command, first
 
 
 def test_a_test_file_that_cannot_be_imported_is_reported_with_its_error(tmp_path):
@@ -359,3 +361,18 @@ def test_a_test_file_that_cannot_be_imported_is_reported_with_its_error(tmp_path
     assert entry["when"] == "collect" and entry["message"] == ["ModuleNotFoundError: No module named 'mypkg_missing'"]
     lines = render(CHOSEN[0].module, "tito", [entry], {}, CHOSEN)
     assert "test_broken.py cannot be imported: ModuleNotFoundError: No module named 'mypkg_missing'" in "\n".join(lines)
+
+
+def test_a_command_too_long_for_the_box_is_wrapped_with_continuations_so_it_still_runs_when_pasted():
+    import shlex
+
+    from tito.summary import _wrapped
+
+    command = "/a/very/long/path/to/some/venv/bin/python3 bin/tito test --module 01 -- -x -k test_" + "word_" * 20
+    lines = _wrapped([f"     see it: {command}"], 60)
+    assert len(lines) > 1 and all(len(line) <= 60 for line in lines)
+    assert all(line.endswith(" \\") for line in lines[:-1]) and not lines[-1].endswith("\\")
+    pasted = "\n".join(lines).split("see it: ", 1)[1]
+    assert shlex.split(pasted.replace("\\\n", " ")) == shlex.split(command)     # what a shell runs
+    prose = _wrapped(["     More: " + "word " * 30], 60)
+    assert not any(line.endswith("\\") for line in prose), "only commands get continuations"
