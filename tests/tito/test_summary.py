@@ -368,9 +368,9 @@ def test_a_command_too_long_for_the_box_is_wrapped_with_continuations_so_it_stil
 
     from tito.summary import _wrapped
 
-    command = "/a/very/long/path/to/some/venv/bin/python3 bin/tito test --module 01 -- -x -k test_" + "word_" * 20
+    command = "/a/very/long/path/to/some/venv/bin/python3 bin/tito test --module 01 -- -x -k test_a_long_name" + " -q" * 12
     lines = _wrapped([f"     see it: {command}"], 60)
-    assert len(lines) > 1 and all(len(line) <= 60 for line in lines)
+    assert len(lines) > 1 and all(len(line) <= 60 for line in lines), lines
     assert all(line.endswith(" \\") for line in lines[:-1]) and not lines[-1].endswith("\\")
     pasted = "\n".join(lines).split("see it: ", 1)[1]
     assert shlex.split(pasted.replace("\\\n", " ")) == shlex.split(command)     # what a shell runs
