@@ -149,22 +149,31 @@ def train_copy_model(setup, scheme, words, vocab_size, seed, on_step=None):
 
     The model's initial weights and the training batches come from `seed` alone, so every scheme sees the
     same data in the same order. `on_step(step, loss)` reports progress."""
+    def batch_loss(model, data_rng):
+        inputs, targets = copy_task(setup.batch_size, setup.train_len, words, data_rng, setup.period)
+        logits = model(inputs)
+        return cross_entropy(logits.reshape(-1, vocab_size), targets.reshape(-1), ignore_index=IGNORE)
+
     model = TransformerLM(scheme_config(setup, scheme, vocab_size), seed=seed)
+    return model, _train(model, setup, seed, batch_loss, on_step)
+
+
+def _train(model, setup, seed, batch_loss, on_step=None):
+    """`setup.steps` AdamW steps on `batch_loss(model, data_rng)` (batches drawn from `data_rng`, seeded by `seed`
+    alone), the learning rate warmed up and decayed by `_lr_at`; returns the training losses."""
     optimizer = AdamW(model.parameters(), lr=setup.lr, betas=(0.9, 0.95), weight_decay=0.1)
     data_rng, losses = np.random.default_rng([seed, 1]), []
     model.train()
     for step in range(1, setup.steps + 1):
         optimizer.lr = _lr_at(step, setup.steps, setup.lr)
-        inputs, targets = copy_task(setup.batch_size, setup.train_len, words, data_rng, setup.period)
-        logits = model(inputs)
-        loss = cross_entropy(logits.reshape(-1, vocab_size), targets.reshape(-1), ignore_index=IGNORE)
+        loss = batch_loss(model, data_rng)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
         if on_step:
             on_step(step, losses[-1])
-    return model, losses
+    return losses
 
 
 def position_experiment(setup=None, schemes=SCHEMES, seeds=(0,), on_run=None, on_step=None):
@@ -320,24 +329,17 @@ def train_long_context_model(setup, words, vocab_size, seed, on_step=None):
     config = TransformerConfig(arch="gpt2", vocab_size=vocab_size, max_seq_len=setup.train_len,
                                d_model=setup.d_model, num_layers=setup.num_layers, num_heads=setup.num_heads,
                                position="rope")
-    model = TransformerLM(config, seed=seed)
-    optimizer = AdamW(model.parameters(), lr=setup.lr, betas=(0.9, 0.95), weight_decay=0.1)
-    data_rng, losses, half = np.random.default_rng([seed, 1]), [], max(1, setup.batch_size // 2)
-    model.train()
-    for step in range(1, setup.steps + 1):
-        optimizer.lr = _lr_at(step, setup.steps, setup.lr)
+    half = max(1, setup.batch_size // 2)
+
+    def batch_loss(model, data_rng):
         copy_inputs, copy_targets = copy_task(half, setup.train_len, words, data_rng, setup.period)
         key_inputs, key_targets = passkey_task(half, setup.train_len, words, data_rng)
         logits = model(np.concatenate([copy_inputs, key_inputs]))
-        loss = (cross_entropy(logits[:half].reshape(-1, vocab_size), copy_targets.reshape(-1), ignore_index=IGNORE)
+        return (cross_entropy(logits[:half].reshape(-1, vocab_size), copy_targets.reshape(-1), ignore_index=IGNORE)
                 + cross_entropy(logits[half:, -1], key_targets[:, -1]))
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-        if on_step:
-            on_step(step, losses[-1])
-    return model, losses
+
+    model = TransformerLM(config, seed=seed)
+    return model, _train(model, setup, seed, batch_loss, on_step)
 
 
 def long_context_experiment(setup=None, scalings=LONG_CONTEXT_SCALINGS, seeds=(0,), on_run=None, on_step=None):
