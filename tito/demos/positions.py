@@ -112,14 +112,18 @@ def format_table(result, new_only=False):
             loss, accuracy = _cell(row, "loss" + suffix, seeds), _cell(row, "accuracy" + suffix, seeds)
             cells[scheme, n] = f"n/a (table has {train_len} rows)" if row is None else (
                 "-" if loss == "-" else f"{loss} / {accuracy}")
-    first = max(len("scheme"), *(len(s) for s in result["schemes"]))
-    widths = {n: max(len(f"{n} (L)" if n == train_len else str(n)), *(len(cells[s, n]) for s in result["schemes"]))
-              for n in lengths}
-    header = "scheme".ljust(first) + "  " + "  ".join(
-        (f"{n} (L)" if n == train_len else f"{n}").ljust(widths[n]) for n in lengths)
+    return _length_table("scheme", result["schemes"], lengths, train_len, cells)
+
+
+def _length_table(label, rows, lengths, train_len, cells):
+    "Text lines of a table: one row per name in `rows`, one column per length (L marked), `cells[row, length]`."
+    first = max(len(label), *(len(row) for row in rows))
+    titles = {n: f"{n} (L)" if n == train_len else str(n) for n in lengths}
+    widths = {n: max(len(titles[n]), *(len(cells[row, n]) for row in rows)) for n in lengths}
+    header = label.ljust(first) + "  " + "  ".join(titles[n].ljust(widths[n]) for n in lengths)
     lines = [header, "-" * len(header)]
-    for scheme in result["schemes"]:
-        lines.append(scheme.ljust(first) + "  " + "  ".join(cells[scheme, n].ljust(widths[n]) for n in lengths))
+    for row in rows:
+        lines.append(row.ljust(first) + "  " + "  ".join(cells[row, n].ljust(widths[n]) for n in lengths))
     return [line.rstrip() for line in lines]
 
 
@@ -244,15 +248,7 @@ def format_long_context_table(result):
             f"{pm}{100 * row['passkey_accuracy_spread']:.1f}" if seeds > 1 else "")
         return f"{loss} / {key}"
     cells = {(s, n): cell(result["summary"][s][n]) for s in result["scalings"] for n in lengths}
-    first = max(len("scaling"), *(len(s) for s in result["scalings"]))
-    widths = {n: max(len(f"{n} (L)" if n == train_len else str(n)), *(len(cells[s, n]) for s in result["scalings"]))
-              for n in lengths}
-    header = "scaling".ljust(first) + "  " + "  ".join(
-        (f"{n} (L)" if n == train_len else f"{n}").ljust(widths[n]) for n in lengths)
-    lines = [header, "-" * len(header)]
-    for scaling in result["scalings"]:
-        lines.append(scaling.ljust(first) + "  " + "  ".join(cells[scaling, n].ljust(widths[n]) for n in lengths))
-    return [line.rstrip() for line in lines]
+    return _length_table("scaling", result["scalings"], lengths, train_len, cells)
 
 
 def save_long_context_plot(result, path):
