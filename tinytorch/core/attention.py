@@ -593,8 +593,10 @@ class MultiHeadAttention(Module):
         S = k.shape[-2]
         causal = causal_mask(T, S, offset=S - T) if self.causal and T > 1 else None
         alibi = alibi_bias(H, T, S, offset=S - T, dtype=q.dtype) if self.alibi else None     # -m·distance, per head
-        if attn_mask is not None and _as_mask("attn_mask", attn_mask).dtype == bool:       # nn.MultiheadAttention's
-            attn_mask = ~_as_mask("attn_mask", attn_mask)                                   # True = ignore -> takes part
+        if attn_mask is not None:
+            attn_mask = _as_mask("attn_mask", attn_mask)
+            if attn_mask.dtype == bool:                      # nn.MultiheadAttention's True = ignore -> takes part
+                attn_mask = ~attn_mask
         mask = merge_masks(causal, alibi, attn_mask, key_padding_mask=key_padding_mask)     # (B, H, T, S) or less
         scores = attention_scores(q, k.reshape(B, Hkv, 1, S, D))                           # (B, Hkv, group, T, S)
         weights = attention_weights(scores, self._mask_for_groups(mask))
