@@ -301,8 +301,12 @@ class FoldedMatMulBackward(MatMulBackward):
     def backward(ctx, grad):
         a, b = ctx.saved
         if a.ndim > 2 and b.ndim == 2:
-            rows = grad.reshape(-1, grad.shape[-1])                       # (B·T, n)
-            return (rows @ b.T).reshape(a.shape), a.reshape(-1, a.shape[-1]).T @ rows
+            rows, a_rows = grad.reshape(-1, grad.shape[-1]), a.reshape(-1, a.shape[-1])   # (B·T, n), (B·T, k)
+            if b.flags.f_contiguous and not b.flags.c_contiguous:   # b is a transposed table (a tied head's W.T):
+                grad_b = (rows.T @ a_rows).T                        # its gradient made in the table's own layout
+            else:
+                grad_b = a_rows.T @ rows
+            return (rows @ b.T).reshape(a.shape), grad_b
         return MatMulBackward.backward(ctx, grad)
 
 

@@ -66,6 +66,26 @@ def test_the_fold_is_the_path_for_a_shared_weight_and_the_plain_backward_the_res
         assert calls == [1]
 
 
+def test_a_tied_heads_transposed_table_gets_its_gradient_in_the_tables_own_layout():
+    "hidden @ table.T (a tied output head): the table's gradient comes back C-ordered, equal to the plain one."
+    rng = np.random.default_rng(5)
+    hidden, table_data = rng.standard_normal((2, 3, 4)), rng.standard_normal((6, 4))     # (B, T, d), (V, d)
+
+    def run():
+        table = Tensor(table_data, requires_grad=True, dtype=np.float64)
+        h = Tensor(hidden, requires_grad=True, dtype=np.float64)
+        out = h @ table.T                                                               # (2, 3, 6)
+        out.backward(np.random.default_rng(6).standard_normal(out.shape))
+        return out.data, h.grad, table.grad
+    plain, quick = both_ways(run)
+    for got, want in zip(quick, plain):
+        np.testing.assert_allclose(got, want, **TOLERANCE[np.float64])
+    assert quick[2].flags.c_contiguous                  # an F-ordered gradient made adding another one a strided pass
+    table = Tensor(table_data, requires_grad=True, dtype=np.float64)
+    with fast.fast_kernels():
+        assert gradcheck(lambda x, t: x @ t.T, [Tensor(hidden, requires_grad=True, dtype=np.float64), table])
+
+
 @pytest.mark.parametrize("a_shape,b_shape", [((2, 3, 4), (4, 5)), ((3, 4), (4, 2)), ((2, 3, 4), (2, 4, 2))], ids=str)
 def test_folded_matmul_gradcheck(a_shape, b_shape):
     rng = np.random.default_rng(3)
