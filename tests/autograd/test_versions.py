@@ -72,3 +72,26 @@ def test_gradcheck_still_perturbs_data_in_place():
     w = Tensor(np.array([[0.5, -1.0], [2.0, 0.25]]), requires_grad=True, dtype=np.float64)
     assert gradcheck(lambda t: (t * t * t).sum(), [w])
     assert w._version == 0, "gradcheck restores every element it perturbs, so it leaves no mark"
+
+
+def test_a_result_shares_its_inputs_counter_exactly_when_it_shares_their_memory():
+    "A fresh result (which skips the overlap test) counts anew; the input's own array, or a view, shares."
+    from tinytorch.core.autograd import Function
+
+    class Identity(Function):                   # returns the input's array itself, as an op may
+        forward = staticmethod(lambda ctx, x: x)
+        backward = staticmethod(lambda ctx, grad: (grad,))
+
+    class Whole(Function):                      # returns the array that owns a view's memory
+        forward = staticmethod(lambda ctx, x: x.base)
+        backward = staticmethod(lambda ctx, grad: (grad,))
+
+    w = Tensor(np.arange(6.0).reshape(2, 3))
+    row = w[0]
+    for shared in (Identity.apply(w), w.reshape(3, 2), w.T, Whole.apply(row)):
+        assert shared._versions is w._versions
+    for fresh in (w * 2, w + w, Tensor(w.data.copy())):
+        assert fresh._versions is not w._versions
+    same = Identity.apply(w)
+    same.mark_modified()
+    assert w._version == 1 and row._version == 1
