@@ -11,6 +11,10 @@ Rows, whole step first and its parts below it (issue 27):
   (6 blocks, width 768, 12 heads, vocabulary 50257, 4 x 128 tokens; target <= 1.0x). Below it: forward + loss,
   backward, optimiser step, each timed alone.
 * 64 KV-cached greedy decoding steps after a 16-token prompt (`model.generate` in both; target <= 0.6x).
+* where the step's time goes: the step's matrix products alone, NumPy's (the floor of any NumPy step) beside
+  PyTorch's, then the rest of each step (the step minus its products): the part each framework decides.
+* decoding beside the same greedy decoding in NumPy alone (picoGPT's way: the weights as arrays, no Tensors, no
+  graph; checked to give the same tokens), so the framework's per-op cost shows apart from NumPy's.
 * with --scale: the small step with batch tokens, width and vocabulary each at three sizes, both columns, so the
   cost curve shows rather than one point.
 The implementations take turns (a pause, one untimed call, one timed call), each figure is the best of
@@ -146,13 +150,16 @@ def make_runners(size):
     runners = {"tinytorch": tinytorch_runners(model, ids)}
     if torch is not None:
         runners["PyTorch"] = torch_runners(model, ids)             # same weights (to_hf before any step)
-    return model, runners
+    return model, runners, ids
 
 
 def matmul_floor_ms(size, repeat):
-    """Best ms of the step's matrix products alone, in NumPy (float32, folded (rows, k) @ (k, n) where a weight is
-    shared): forward and both gradients of every projection, the attention scores and mixing, and the head.
-    No NumPy implementation of the step can take less; the rest of a step is elementwise work and overhead."""
+    """Best ms of the step's matrix products alone: {"tinytorch": NumPy's, "PyTorch": torch's (when installed)}.
+
+    The products are float32, folded (rows, k) @ (k, n) where a weight is shared: forward and both gradients of
+    every projection, the attention scores and mixing, and the head. No NumPy implementation of the step can
+    take less than NumPy's; the rest of a step (elementwise work, the framework's own cost per op) is the step
+    minus its products, in each column."""
     b, t, d, h, v = size["batch"], size["seq"], size["d_model"], size["num_heads"], size["vocab_size"]
     rows = b * t
     products = [((rows, d), (d, 3 * d)), ((rows, d), (d, d)), ((rows, d), (d, 4 * d)), ((rows, 4 * d), (4 * d, d)),
@@ -161,18 +168,78 @@ def matmul_floor_ms(size, repeat):
     rng = np.random.default_rng(0)
     arrays = [(rng.standard_normal(a, dtype=np.float32), rng.standard_normal(w, dtype=np.float32)) for a, w in products]
 
-    def run():
+    def numpy_products():
         for a, w in arrays:
             out = a @ w                                         # forward
             np.matmul(out, np.swapaxes(w, -1, -2))              # gradient of a
             np.matmul(np.swapaxes(a, -1, -2), out)              # gradient of w
-    run()
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        best = min(best, (time.perf_counter() - start) * 1e3)
+    runners = {"tinytorch": numpy_products}
+    if torch is not None:
+        tensors = [(torch.from_numpy(a), torch.from_numpy(w)) for a, w in arrays]
+
+        def torch_products():
+            for a, w in tensors:
+                out = a @ w
+                torch.matmul(out, w.transpose(-1, -2))
+                torch.matmul(a.transpose(-1, -2), out)
+        runners["PyTorch"] = torch_products
+    best = {impl: float("inf") for impl in runners}
+    for _ in range(repeat):                                     # in turns, as the step rows
+        for impl, run in runners.items():
+            best[impl] = min(best[impl], timed(run))
     return best
+
+
+def numpy_decoder(model):
+    """Greedy KV-cached decoding of a GPT-2-architecture tinytorch model in NumPy alone, picoGPT's way: the same
+    weights as plain arrays, no Tensors, no graph, the cache preallocated. It is what the decoding row would cost
+    without the framework's per-op work: the NumPy floor a decoder built on tinytorch's ops could approach."""
+    c, weights = model.config, {k: v.astype(np.float32) for k, v in to_hf(model).items()}
+    heads, dim, width = c.num_heads, c.d_model // c.num_heads, c.d_model
+    wte, wpe = weights["transformer.wte.weight"], weights["transformer.wpe.weight"]
+    gelu_c = float(np.sqrt(2 / np.pi))
+
+    def layer_norm(x, name):
+        x = x - x.mean(axis=-1, keepdims=True)
+        return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + c.norm_eps) * weights[name + ".weight"] \
+            + weights[name + ".bias"]
+
+    def linear(x, name):
+        return x @ weights[name + ".weight"] + weights[name + ".bias"]
+
+    def forward(ids, start, keys, values):
+        "Logits (V,) of the last of `ids` (T,), which sit at positions start .. start + T - 1; fills the cache."
+        T = len(ids)
+        x = wte[ids] + wpe[start:start + T]                                             # (T, d)
+        for i, (layer_keys, layer_values) in enumerate(zip(keys, values)):
+            p = f"transformer.h.{i}."
+            qkv = linear(layer_norm(x, p + "ln_1"), p + "attn.c_attn")                   # (T, 3d)
+            q, k, v = (qkv[:, j * width:(j + 1) * width].reshape(T, heads, dim).transpose(1, 0, 2) for j in range(3))
+            layer_keys[:, start:start + T], layer_values[:, start:start + T] = k, v     # (H, S, D) caches
+            scores = q @ layer_keys[:, :start + T].transpose(0, 2, 1) / np.sqrt(dim)    # (H, T, S)
+            if T > 1:
+                scores = scores + np.triu(np.full((T, start + T), -np.inf, np.float32), k=start + 1)
+            scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+            mixed = (scores / scores.sum(axis=-1, keepdims=True)) @ layer_values[:, :start + T]   # (H, T, D)
+            x = x + linear(mixed.transpose(1, 0, 2).reshape(T, width), p + "attn.c_proj")
+            h = linear(layer_norm(x, p + "ln_2"), p + "mlp.c_fc")
+            x = x + linear(0.5 * h * (1 + np.tanh(gelu_c * (h + 0.044715 * h * h * h))), p + "mlp.c_proj")
+        return layer_norm(x[-1], "transformer.ln_f") @ wte.T
+
+    def decode(prompt, new_tokens):
+        "prompt (1, P) ids -> (1, P + new_tokens) ids, greedy."
+        ids = [int(i) for i in np.asarray(prompt).reshape(-1)]
+        length = len(ids) + new_tokens
+        keys = [np.empty((heads, length, dim), np.float32) for _ in range(c.num_layers)]
+        values = [np.empty((heads, length, dim), np.float32) for _ in range(c.num_layers)]
+        logits, start = forward(np.array(ids), 0, keys, values), 0
+        for _ in range(new_tokens):
+            ids.append(int(np.argmax(logits)))
+            if len(ids) < length:
+                start = len(ids) - 1
+                logits = forward(np.array(ids[-1:]), start, keys, values)
+        return np.array([ids])
+    return decode
 
 
 def verdict(ratio, target, quick):
@@ -196,7 +263,7 @@ def print_table(title, rows, best, targets, quick):
 
 
 def step_section(size, repeat, quick, decode=False):
-    model, runners = make_runners(size)
+    model, runners, ids = make_runners(size)
     parameters = sum(p.size for p in model.parameters())
     print(f"\n{size['name']}: {parameters:,} parameters")
     if torch is not None and decode:
@@ -211,12 +278,23 @@ def step_section(size, repeat, quick, decode=False):
     step_rows = [labels[n] for n in names if n != "decode"]
     print_table("whole step, then its parts", step_rows, best, targets, quick)
     floor = matmul_floor_ms(size, repeat)
-    line = f"{'  NumPy floor: the matrix products alone':<40}{floor:>14.1f}"
-    if "PyTorch" in best:
-        line += f"{'':>14}{floor / best['PyTorch'][labels['step']]:>8.2f}x  of PyTorch's step (no NumPy step is faster)"
-    print(line)
+    products, rest = "  the matrix products alone", "  the rest (step minus its products)"
+    best = {impl: {**times, products: floor[impl], rest: times[labels["step"]] - floor[impl]}
+            for impl, times in best.items()}
+    print_table("where the step's time goes", [products, rest], best, {}, quick)
+    print("  (tinytorch's products are NumPy's: no NumPy step takes less than that row; the rest row is the part"
+          " a framework decides)")
     if decode:
-        print_table("decoding", [labels["decode"]], best, targets, quick)
+        numpy_decode = numpy_decoder(model)
+        same = np.array_equal(numpy_decode(ids[:1, :PROMPT], NEW_TOKENS), runners["tinytorch"]["decode"]())
+        alone = "  NumPy alone (picoGPT's way)"
+        best["tinytorch"][alone] = best_ms({"numpy": {"d": lambda: numpy_decode(ids[:1, :PROMPT], NEW_TOKENS)}},
+                                          ["d"], repeat)["numpy"]["d"]
+        if "PyTorch" in best:
+            best["PyTorch"][alone] = best["PyTorch"][labels["decode"]]
+        print_table("decoding", [labels["decode"], alone], best, targets, quick)
+        print(f"  (NumPy alone: the same model's weights as arrays, no Tensors or graph; same greedy tokens: {same};"
+              " its PyTorch column repeats PyTorch's decoding)")
     return model, runners
 
 
@@ -228,7 +306,7 @@ def scale_section(repeat):
             size = {**SMALL, **change}
             label = f"  {quantity.split(' (')[0]} = " + (f"{size['batch']} x {size['seq']}" if "batch" in change
                                                          else str(next(iter(change.values()))))
-            _, runners = make_runners(size)
+            _, runners, _ = make_runners(size)
             times = best_ms(runners, ["step"], repeat)
             for impl, t in times.items():
                 best.setdefault(impl, {})[label] = t["step"]
