@@ -5,7 +5,8 @@
 # %% auto #0
 __all__ = ['PARALLEL_MIN_BYTES', 'LONG_RUN', 'ROW_BLOCK_BYTES', 'BLOCK_BYTES', 'parallel_rows', 'gather_rows', 'rows_per_block',
            'sum_long_runs', 'segment_sum', 'LazyRowSparseGrad', 'from_rows', 'for_row_blocks', 'for_dense_blocks',
-           'FoldedMatMulBackward', 'SavedProbabilitiesLogSoftmaxBackward', 'use_fast', 'use_plain', 'fast_kernels']
+           'FoldedMatMulBackward', 'SavedProbabilitiesLogSoftmaxBackward', 'DecodePlan', 'plan_decoder', 'use_fast',
+           'use_plain', 'fast_kernels']
 
 # %% ../modules/18_acceleration/acceleration_dev.ipynb #de6fe817
 import contextlib
@@ -331,6 +332,141 @@ class SavedProbabilitiesLogSoftmaxBackward(LogSoftmaxBackward):
 
 kernels.register("matmul", FoldedMatMulBackward, mode="fast")
 kernels.register("log_softmax", SavedProbabilitiesLogSoftmaxBackward, mode="fast")
+
+# %% ../modules/18_acceleration/acceleration_dev.ipynb #c14f9acd
+import math
+
+from .core.attention import MultiHeadAttention, _masked_value, causal_mask, rotate_pairs
+from .core.autograd import Context
+from .core.tensor import GELUBackward, SigmoidBackward
+from .models.generation import model_decoder
+from .models.transformer import GELUMLP, DecoderBlock, LayerNorm, RMSNorm, SwiGLUMLP, TransformerLM
+
+
+def _linear(layer):
+    "A `Linear`'s forward on arrays: x @ weight, + bias when it has one."
+    weight, bias = layer.weight.data, None if layer.bias is None else layer.bias.data
+    return (lambda x: x @ weight) if bias is None else (lambda x: x @ weight + bias)
+
+
+def _norm(norm):
+    "A `LayerNorm`'s or `RMSNorm`'s forward on arrays: module 13's arithmetic, in the same order."
+    weight, eps = norm.weight.data, norm.eps
+    if type(norm) is RMSNorm:
+        return lambda x: x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps) * weight
+    bias = norm.bias.data
+
+    def layer_norm(x):
+        centred = x - x.mean(axis=-1, keepdims=True)
+        return centred / np.sqrt((centred * centred).mean(axis=-1, keepdims=True) + eps) * weight + bias
+    return layer_norm
+
+
+def _mlp(mlp):
+    "A `GELUMLP`'s or `SwiGLUMLP`'s forward on arrays, through your activation Functions' forwards."
+    if type(mlp) is GELUMLP:
+        c_fc, c_proj = _linear(mlp.c_fc), _linear(mlp.c_proj)
+        return lambda x: c_proj(GELUBackward.forward(Context(), c_fc(x)))
+    gate, up, down = _linear(mlp.gate_proj), _linear(mlp.up_proj), _linear(mlp.down_proj)
+
+    def swiglu(x):
+        g = gate(x)
+        return down(g * SigmoidBackward.forward(Context(), g) * up(x))          # silu(g) * up(x)
+    return swiglu
+
+
+class DecodePlan:
+    """A `TransformerLM`'s cached forward on plain arrays: `plan(ids)` (batch, T) -> logits (batch, V) of each
+    row's last token, continuing after the positions of the calls before; at most `length` positions in all.
+
+    Made by `plan_decoder` only for the models `supports` accepts. Reads the model's parameter arrays when made
+    (no copies: an in-place update is seen, a `.data` reassigned during a generation is not). Records no graph.
+    """
+
+    def __init__(self, model, batch, length):
+        c = model.config
+        self.heads, self.kv_heads, self.head_dim = c.num_heads, c.num_kv_heads, c.head_dim
+        self.tokens = model.token_embedding.weight.data                              # (V, d)
+        table = model.position_table
+        self.positions = None if table is None else table.weight.data               # learned: (max_seq_len, d)
+        self.start, self.length = 0, length
+        self.blocks = []
+        for block in model.blocks:
+            norm_1, attn, norm_2, mlp = (getattr(block, name) for name in block.part_names)
+            project = ([_linear(attn.c_attn)] if attn.fused_qkv else
+                       [_linear(attn.q_proj), _linear(attn.k_proj), _linear(attn.v_proj)])
+            cache_shape = (batch, self.kv_heads, length, self.head_dim)
+            self.blocks.append(dict(norm_1=_norm(norm_1), project=project, rope=attn.rope,
+                                    out=_linear(attn.c_proj if attn.fused_qkv else attn.o_proj),
+                                    norm_2=_norm(norm_2), mlp=_mlp(mlp), keys=np.empty(cache_shape, self.tokens.dtype),
+                                    values=np.empty(cache_shape, self.tokens.dtype)))
+        self.final_norm = _norm(model.transformer.ln_f if c.arch == "gpt2" else model.model.norm)
+        self.head = (lambda x: x @ self.tokens.T) if c.tie_embeddings else _linear(model.lm_head)
+
+    @staticmethod
+    def supports(model):
+        "True for a `TransformerLM` built of module 13's own parts, with learned positions, RoPE or none."
+        if type(model) is not TransformerLM or model.config.position not in ("learned", "rope", "none"):
+            return False
+        for block in model.blocks:
+            norm_1, attn, norm_2, mlp = (getattr(block, name) for name in block.part_names)
+            if (type(block) is not DecoderBlock or type(attn) is not MultiHeadAttention or attn.alibi
+                    or not attn.causal or type(norm_1) not in (LayerNorm, RMSNorm)
+                    or type(norm_2) not in (LayerNorm, RMSNorm) or type(mlp) not in (GELUMLP, SwiGLUMLP)):
+                return False
+        return True
+
+    def _attend(self, block, h, start, bias):
+        "One block's attention on the normalised h (B, T, d): queries, RoPE, the caches, softmax, mixing."
+        (B, T, _), H, Hkv, D = h.shape, self.heads, self.kv_heads, self.head_dim
+        stop = start + T
+        if len(block["project"]) == 1:                                              # GPT-2's fused c_attn
+            qkv = block["project"][0](h)
+            q, k, v = qkv[..., :H * D], qkv[..., H * D:(H + Hkv) * D], qkv[..., (H + Hkv) * D:]
+        else:
+            q, k, v = (project(h) for project in block["project"])
+        q = q.reshape(B, T, Hkv, H // Hkv, D).transpose(0, 2, 3, 1, 4)           # (B, Hkv, group, T, D)
+        k = k.reshape(B, T, Hkv, D).transpose(0, 2, 1, 3)                        # (B, Hkv, T, D)
+        v = v.reshape(B, T, Hkv, D).transpose(0, 2, 1, 3)
+        rope = block["rope"]
+        if rope is not None:
+            cos, sin = (part.astype(h.dtype) for part in rope.cos_sin(np.arange(start, stop)))
+            q, k = rotate_pairs(q, cos, sin, rope.interleaved), rotate_pairs(k, cos, sin, rope.interleaved)
+        keys, values = block["keys"], block["values"]
+        keys[:, :, start:stop], values[:, :, start:stop] = k, v                  # written in place: no concatenate
+        scores = (q @ keys[:, :, None, :stop].swapaxes(-1, -2)) * (1 / math.sqrt(D))   # (B, Hkv, group, T, S)
+        if bias is not None:
+            scores = scores + bias
+        weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        mixed = (weights / weights.sum(axis=-1, keepdims=True)) @ values[:, :, None, :stop]   # (B, Hkv, group, T, D)
+        return block["out"](mixed.transpose(0, 3, 1, 2, 4).reshape(B, T, H * D))
+
+    def __call__(self, ids):
+        ids = np.asarray(ids)
+        T, start = ids.shape[1], self.start
+        if start + T > self.length:
+            raise ValueError(f"this plan holds {self.length} positions; {start} are used and {T} more were asked for")
+        x = self.tokens[ids]                                                        # (B, T, d)
+        if self.positions is not None:
+            x = x + self.positions[start:start + T]
+        bias = None                                                                 # one new token sees every key
+        if T > 1:                                                                   # the prompt: causal, as your mask
+            bias = np.where(causal_mask(T, start + T, offset=start), 0, _masked_value(x.dtype)).astype(x.dtype)
+        for block in self.blocks:
+            x = x + self._attend(block, block["norm_1"](x), start, bias)
+            x = x + block["mlp"](block["norm_2"](x))
+        self.start = start + T
+        return self.head(self.final_norm(x[:, -1]))                                # (B, V)
+
+
+def plan_decoder(model, batch, length):
+    "The fast `decoder` kernel: a `DecodePlan` where it `supports` the model, else the plain `model_decoder`."
+    if DecodePlan.supports(model):
+        return DecodePlan(model, batch, length)
+    return model_decoder(model, batch, length)
+
+
+kernels.register("decoder", plan_decoder, mode="fast")
 
 # %% ../modules/18_acceleration/acceleration_dev.ipynb #8390ec46
 def use_fast():

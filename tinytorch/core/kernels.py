@@ -4,13 +4,13 @@
 
 # %% auto #0
 __all__ = ['KERNELS', 'MODES', 'register', 'mode', 'set_mode', 'kernel', 'gather_rows', 'segment_sum', 'row_sparse_from_rows',
-           'for_row_blocks', 'for_dense_blocks', 'matmul', 'log_softmax']
+           'for_row_blocks', 'for_dense_blocks', 'matmul', 'log_softmax', 'decoder']
 
 # %% ../../modules/05_autograd/kernels_dev.ipynb #16b8df9b
 import numpy as np
 
 KERNELS = ("gather_rows", "segment_sum", "row_sparse_from_rows", "for_row_blocks", "for_dense_blocks",
-           "matmul", "log_softmax")
+           "matmul", "log_softmax", "decoder")
 MODES = ("plain", "fast")
 
 _tables = {"plain": {}, "fast": {}}    # mode -> {kernel name: function}
@@ -94,6 +94,13 @@ def matmul(a, b):
 def log_softmax(x, axis):
     "The Tensor `x.log_softmax(axis)` (a non-empty float Tensor, axis checked), through the `log_softmax` kernel."
     return kernel("log_softmax").apply(x, axis=axis)
+
+
+def decoder(model, batch, length):
+    """A function `ids (batch, T) -> logits (batch, V)` of each row's last token, which decodes `model` with a KV
+    cache of up to `length` positions: each call continues after the positions of the calls before it. The
+    plain kernel (module 13's `model_decoder`) is the model's own forward; `generate` uses it."""
+    return kernel("decoder")(model, batch, length)
 
 # %% ../../modules/05_autograd/kernels_dev.ipynb #72822f65
 def _gather_rows(table, ids):

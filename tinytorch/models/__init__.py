@@ -4,17 +4,17 @@
 
 # %% auto #0
 __all__ = ['ARCHITECTURES', 'POSITIONS', 'LayerNorm', 'RMSNorm', 'silu', 'GELUMLP', 'SwiGLUMLP', 'TransformerConfig',
-           'DecoderBlock', 'LearnedPositions', 'ModuleGroup', 'TransformerLM', 'pick_tokens', 'generate',
-           'config_from_hf', 'config_to_hf', 'to_hf', 'from_hf', 'SAFETENSORS_DTYPES', 'SAFETENSORS_HEADER_LIMIT',
-           'WEIGHTS_NAME', 'INDEX_NAME', 'CONFIG_NAME', 'ARCHITECTURE_CLASS', 'bfloat16_to_float32',
-           'float32_to_bfloat16', 'SafetensorsError', 'read_metadata', 'load_file', 'save_file', 'read_state_dict',
-           'from_pretrained', 'save_pretrained', 'TrainingRun', 'unigram_loss', 'random_windows', 'evaluation_loss',
-           'train_language_model']
+           'DecoderBlock', 'LearnedPositions', 'ModuleGroup', 'TransformerLM', 'pick_tokens', 'model_decoder',
+           'generate', 'config_from_hf', 'config_to_hf', 'to_hf', 'from_hf', 'SAFETENSORS_DTYPES',
+           'SAFETENSORS_HEADER_LIMIT', 'WEIGHTS_NAME', 'INDEX_NAME', 'CONFIG_NAME', 'ARCHITECTURE_CLASS',
+           'bfloat16_to_float32', 'float32_to_bfloat16', 'SafetensorsError', 'read_metadata', 'load_file', 'save_file',
+           'read_state_dict', 'from_pretrained', 'save_pretrained', 'TrainingRun', 'unigram_loss', 'random_windows',
+           'evaluation_loss', 'train_language_model']
 
 # %% ../../modules/13_transformers/models_dev.ipynb #14ca1aff
 from .transformer import ARCHITECTURES, POSITIONS, LayerNorm, RMSNorm, silu, GELUMLP, SwiGLUMLP
 from .transformer import TransformerConfig, DecoderBlock, LearnedPositions, ModuleGroup, TransformerLM
-from .generation import pick_tokens, generate
+from .generation import pick_tokens, model_decoder, generate
 from .hf import config_from_hf, config_to_hf, to_hf, from_hf
 from .pretrained import SAFETENSORS_DTYPES, SAFETENSORS_HEADER_LIMIT, WEIGHTS_NAME, INDEX_NAME, CONFIG_NAME
 from .pretrained import ARCHITECTURE_CLASS, bfloat16_to_float32, float32_to_bfloat16, SafetensorsError
@@ -22,7 +22,7 @@ from .pretrained import read_metadata, load_file, save_file, read_state_dict, fr
 from .train import TrainingRun, unigram_loss, random_windows, evaluation_loss, train_language_model
 
 _all_ = ['ARCHITECTURES', 'POSITIONS', 'LayerNorm', 'RMSNorm', 'silu', 'GELUMLP', 'SwiGLUMLP', 'TransformerConfig',
-         'DecoderBlock', 'LearnedPositions', 'ModuleGroup', 'TransformerLM', 'pick_tokens', 'generate', 'config_from_hf', 'config_to_hf',
+         'DecoderBlock', 'LearnedPositions', 'ModuleGroup', 'TransformerLM', 'pick_tokens', 'model_decoder', 'generate', 'config_from_hf', 'config_to_hf',
          'to_hf', 'from_hf', 'SAFETENSORS_DTYPES', 'SAFETENSORS_HEADER_LIMIT', 'WEIGHTS_NAME', 'INDEX_NAME', 'CONFIG_NAME',
          'ARCHITECTURE_CLASS', 'bfloat16_to_float32', 'float32_to_bfloat16', 'SafetensorsError', 'read_metadata',
          'load_file', 'save_file', 'read_state_dict', 'from_pretrained', 'save_pretrained', 'TrainingRun', 'unigram_loss', 'random_windows', 'evaluation_loss',
