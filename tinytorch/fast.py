@@ -312,20 +312,47 @@ class FoldedMatMulBackward(MatMulBackward):
 
 
 class SavedProbabilitiesLogSoftmaxBackward(LogSoftmaxBackward):
-    "log_softmax along `axis` that keeps the softmax it computes on the way, so the backward takes no `exp`."
+    """log_softmax along `axis` that keeps the softmax it computes on the way, so the backward takes no `exp`.
+
+    Along the last axis of a C-ordered array (a model's logits), rows go through in cache-sized blocks shared out
+    over the cores (`for_dense_blocks`): each block's five passes run while it is in cache. Any other axis: all
+    at once. The arithmetic of each row is the same either way."""
     @staticmethod
     def forward(ctx, x, axis=-1):
-        shifted = x - x.max(axis=axis, keepdims=True)
-        probabilities = np.exp(shifted)
-        total = probabilities.sum(axis=axis, keepdims=True)
-        shifted -= np.log(total)                                          # now log_softmax(x), in place
-        probabilities /= total
+        if x.ndim and axis % x.ndim == x.ndim - 1 and x.flags.c_contiguous:
+            rows = x.reshape(-1, x.shape[-1])                                 # (rows, classes)
+            shifted, probabilities = np.empty_like(rows), np.empty_like(rows)
+
+            def block(x_rows, shifted, probabilities):
+                np.subtract(x_rows, x_rows.max(axis=1, keepdims=True), out=shifted)
+                np.exp(shifted, out=probabilities)
+                total = probabilities.sum(axis=1, keepdims=True)
+                shifted -= np.log(total)                                      # now log_softmax, in place
+                probabilities /= total
+            for_dense_blocks(block, rows, shifted, probabilities)
+            shifted, probabilities = shifted.reshape(x.shape), probabilities.reshape(x.shape)
+        else:
+            shifted = x - x.max(axis=axis, keepdims=True)
+            probabilities = np.exp(shifted)
+            total = probabilities.sum(axis=axis, keepdims=True)
+            shifted -= np.log(total)                                          # now log_softmax(x), in place
+            probabilities /= total
         ctx.save_for_backward(probabilities, axis)
         return shifted
 
     @staticmethod
     def backward(ctx, grad):
         probabilities, axis = ctx.saved
+        if probabilities.ndim and axis % probabilities.ndim == probabilities.ndim - 1:
+            classes = probabilities.shape[-1]
+            grad_rows = np.ascontiguousarray(grad).reshape(-1, classes)
+            out = np.empty(grad_rows.shape, np.result_type(probabilities, grad_rows))
+
+            def block(grad_rows, probabilities, out):
+                np.multiply(probabilities, grad_rows.sum(axis=1, keepdims=True), out=out)
+                np.subtract(grad_rows, out, out=out)                          # grad - p * sum(grad)
+            for_dense_blocks(block, grad_rows, probabilities.reshape(-1, classes), out)
+            return (out.reshape(probabilities.shape),)
         out = probabilities * grad.sum(axis=axis, keepdims=True)
         return (np.subtract(grad, out, out=out),)                        # grad - p * sum(grad)
 

@@ -119,8 +119,10 @@ def test_folded_matmul_on_a_non_contiguous_input():
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
-@pytest.mark.parametrize("shape,axis", [((4, 7), -1), ((4, 7), 0), ((2, 3, 5), 1), ((6,), 0)], ids=str)
+@pytest.mark.parametrize("shape,axis", [((4, 7), -1), ((4, 7), 0), ((2, 3, 5), 1), ((6,), 0), ((2, 3, 5), 2),
+                                        ((6, 150, 500), -1), ((3, 90000), 1)], ids=str)
 def test_saved_probabilities_log_softmax_equals_the_plain_one(shape, axis, dtype):
+    "The last two shapes are over 1 MB: row blocks on every core, one row a block for the 90,000 classes."
     rng = np.random.default_rng(5)
     data = rng.standard_normal(shape).astype(dtype) * 30          # large logits: the shift by the maximum matters
     upstream = rng.standard_normal(shape).astype(dtype)
@@ -150,6 +152,23 @@ def test_saved_probabilities_log_softmax_gradcheck_and_edge_cases():
             Tensor(np.zeros((2, 3))).log_softmax(axis=2)
         out = Tensor(np.arange(6).reshape(2, 3)).log_softmax()             # integers give float32
         assert out.dtype == np.float32
+
+
+def test_the_row_blocks_take_any_layout_of_input_and_gradient():
+    "A transposed input goes all at once; a transposed gradient is read as it is: both equal the plain kernel."
+    rng = np.random.default_rng(7)
+    data, upstream = rng.standard_normal((300, 40)), rng.standard_normal((40, 300))
+
+    def run():
+        x = Tensor(data, requires_grad=True, dtype=np.float64)
+        out = x.T.log_softmax(axis=-1)                       # (40, 300), not C-ordered
+        out.backward(upstream)
+        y = Tensor(data, requires_grad=True, dtype=np.float64)
+        y.log_softmax(axis=-1).backward(upstream.T)          # C-ordered input, a transposed gradient
+        return out.data, x.grad, y.grad
+    plain, quick = both_ways(run)
+    for got, want in zip(quick, plain):
+        np.testing.assert_allclose(got, want, **TOLERANCE[np.float64])
 
 
 def test_the_backward_does_not_write_into_the_gradient_it_is_given():
