@@ -204,17 +204,17 @@ def from_rows(ids, rows, shape):
 
     Only an array that is the engine's own is kept in place. A read-only one is someone else's: `Tensor.backward`
     passes the caller's gradient on as a read-only view, and the caller may write into its buffer after backward.
-    Those rows are copied first (the rule `accumulate` follows for dense gradients), on every core when large.
-    A writeable array is taken over, as `RowSparseGrad(indices, values, shape)` takes its `values`.
+    Those rows are read at once and nothing of them is kept: the sums are made now (`segment_sum`, which gathers
+    the ids seen once and sums the repeated ones), a plain `RowSparseGrad`. That writes only the u distinct rows,
+    where a copy to sum later would write all n. A writeable array is taken over, as `RowSparseGrad(indices,
+    values, shape)` takes its `values`.
     """
     ids, rows, shape = np.asarray(ids).reshape(-1), np.asarray(rows), tuple(shape)
     if rows.shape != ids.shape + shape[1:]:
         raise ValueError(f"from_rows needs one gradient row per id: {len(ids)} ids, rows of shape {rows.shape}, "
                          f"table of shape {shape}")
-    if not rows.flags.writeable:                                        # not ours: keep a copy, never a view
-        owned = np.empty(rows.shape, rows.dtype)
-        parallel_rows(len(rows), lambda start, stop: np.copyto(owned[start:stop], rows[start:stop]), owned.nbytes)
-        rows = owned
+    if not rows.flags.writeable:                                        # not ours: sum it now, keep no view
+        return RowSparseGrad(*segment_sum(ids, rows), shape)
     small = len(ids) and ids.min() >= 0 and ids.max() < 1 << 16         # ids fit 16 bits (GPT-2's 50,257 do):
     order = np.argsort(ids.astype(np.uint16) if small else ids, kind="stable")   # NumPy radix-sorts those
     sorted_ids = ids[order]

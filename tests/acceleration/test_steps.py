@@ -117,8 +117,8 @@ def test_an_in_place_change_to_the_values_is_what_the_step_uses():
 @pytest.mark.skipif(torch is None, reason="PyTorch not installed (pip install torch==2.13.0)")
 def test_unlike_pytorch_the_sparse_gradient_does_not_refer_to_the_callers_gradient():
     """PyTorch's sparse embedding gradient keeps a view of the upstream gradient, so a write into the caller's
-    buffer after backward changes it. Ours copies a caller's (read-only) gradient first (issue 23, defect 3):
-    the same numbers before the write, and no change after it."""
+    buffer after backward changes it. Ours reads a caller's (read-only) gradient at once and keeps nothing of it
+    (issue 23, defect 3; the fast kernel sums it then): the same numbers before the write, no change after it."""
     ids, upstream = np.array([1, 2, 2]), np.ones((3, 3), np.float32)
     ours = Embedding(10, 3, sparse=True)
     ours(ids).backward(upstream)
@@ -130,7 +130,7 @@ def test_unlike_pytorch_the_sparse_gradient_does_not_refer_to_the_callers_gradie
 
 
 def test_a_loss_gradient_is_still_read_in_place():
-    "The engine's own upstream (a fresh, writeable array) is not copied: the rows seen once are read where they are."
+    "The engine's own upstream (a fresh, writeable array) is not summed at once: the rows seen once are read where they are."
     from tinytorch.core import kernels
     table, seen = Embedding(10, 3, sparse=True), []
 
@@ -238,3 +238,18 @@ def test_dense_and_sparse_sgd_agree_bit_for_bit(monkeypatch):
     "The dense gradient is the sparse one written into zeros: plain SGD moves the table identically."
     dense = train(False, lambda p: SGD(p, lr=0.1), 2, monkeypatch)
     np.testing.assert_array_equal(dense, train(True, lambda p: SGD(p, lr=0.1), 2, monkeypatch))
+
+
+def test_a_callers_gradient_is_summed_at_once_into_a_plain_gradient_equal_to_the_lazy_one():
+    "Read-only rows give a plain RowSparseGrad (nothing left to read later); the same bits as the lazy path."
+    from tinytorch.core.autograd import RowSparseGrad
+    rng = np.random.default_rng(8)
+    ids = np.minimum(rng.zipf(1.3, 500) - 1, 99)
+    rows = rng.standard_normal((500, 6)).astype(np.float32)
+    read_only = rows.view()
+    read_only.flags.writeable = False
+    summed, lazy = fast.from_rows(ids, read_only, (100, 6)), fast.from_rows(ids, rows.copy(), (100, 6))
+    assert type(summed) is RowSparseGrad and isinstance(lazy, fast.LazyRowSparseGrad)
+    assert not np.shares_memory(summed.values, rows)
+    np.testing.assert_array_equal(summed.indices, lazy.indices)
+    assert summed.values.tobytes() == lazy.values.tobytes()

@@ -167,7 +167,7 @@ def test_writing_into_the_callers_gradient_after_backward_leaves_the_sparse_grad
 
 
 def test_from_rows_keeps_no_view_of_read_only_rows():
-    "A read-only array is someone else's (the caller's gradient, as Tensor.backward passes it on): copied, as in `accumulate`."
+    "A read-only array is someone else's (the caller's gradient, as Tensor.backward passes it on): never kept, as in `accumulate`."
     buffer = np.ones((3, DIM))
     seen_by_backward = buffer.view()
     seen_by_backward.flags.writeable = False
