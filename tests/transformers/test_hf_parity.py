@@ -67,15 +67,20 @@ def test_logits_match_transformers(transformers, rng, name):
     assert np.allclose(model(ids).data, hf_logits(hf, ids), atol=ATOL)
 
 
+def hf_greedy(hf, prompt, max_new_tokens):
+    "transformers' greedy `generate` of `prompt` (B, T), no padding: ids (B, T + max_new_tokens)."
+    import torch
+    with torch.no_grad():
+        return hf.generate(torch.tensor(prompt), max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=0,
+                           attention_mask=torch.ones(prompt.shape, dtype=torch.long)).numpy()
+
+
 @pytest.mark.parametrize("name", ["gpt2", "llama"])
 def test_greedy_generation_matches_transformers(transformers, rng, name):
-    import torch
     hf = BUILDERS[name](transformers)
     model = from_hf(numpy_state(hf), hf.config.to_dict())
     prompt = rng.integers(0, 61, size=(2, 5))
-    with torch.no_grad():
-        expected = hf.generate(torch.tensor(prompt), max_new_tokens=15, do_sample=False, pad_token_id=0,
-                               attention_mask=torch.ones(prompt.shape, dtype=torch.long)).numpy()
+    expected = hf_greedy(hf, prompt, 15)
     for use_cache in (True, False):
         assert np.array_equal(model.generate(prompt, 15, use_cache=use_cache), expected)
 
