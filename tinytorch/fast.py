@@ -363,11 +363,14 @@ kernels.register("log_softmax", SavedProbabilitiesLogSoftmaxBackward, mode="fast
 # %% ../modules/18_acceleration/acceleration_dev.ipynb #c14f9acd
 import math
 
-from .core.attention import MultiHeadAttention, _masked_value, causal_mask, rotate_pairs
+from .core.attention import MultiHeadAttention, RotaryEmbedding, _masked_value, causal_mask, rotate_pairs
 from .core.autograd import Context
+from .core.layers import Dropout, Linear, is_dropout_enabled
 from .core.tensor import GELUBackward, SigmoidBackward
 from .models.generation import model_decoder
-from .models.transformer import GELUMLP, DecoderBlock, LayerNorm, RMSNorm, SwiGLUMLP, TransformerLM
+from .models.transformer import (GELUMLP, DecoderBlock, LayerNorm, LearnedPositions, RMSNorm, SwiGLUMLP,
+                                          TransformerLM)
+from .text.embeddings import Embedding, EmbeddingLayer
 
 
 def _linear(layer):
@@ -408,14 +411,19 @@ class DecodePlan:
 
     Made by `plan_decoder` only for the models `supports` accepts. Reads the model's parameter arrays when made
     (no copies: an in-place update is seen, a `.data` reassigned during a generation is not). Records no graph.
+    The caches for all `length` positions are allocated when the plan is made.
     """
 
     def __init__(self, model, batch, length):
         c = model.config
+        self.batch, self.vocab_size = batch, c.vocab_size
         self.heads, self.kv_heads, self.head_dim = c.num_heads, c.num_kv_heads, c.head_dim
         self.tokens = model.token_embedding.weight.data                              # (V, d)
         table = model.position_table
         self.positions = None if table is None else table.weight.data               # learned: (max_seq_len, d)
+        if self.positions is not None and length > len(self.positions):
+            raise ValueError(f"the learned position table has {len(self.positions)} rows; a plan for {length} "
+                             f"positions would run past it")
         self.start, self.length = 0, length
         self.blocks = []
         for block in model.blocks:
@@ -432,16 +440,38 @@ class DecodePlan:
 
     @staticmethod
     def supports(model):
-        "True for a `TransformerLM` built of module 13's own parts, with learned positions, RoPE or none."
+        """True for a `TransformerLM` whose every part the plan reads is exactly the class `TransformerLM` builds
+        there (no subclass: its forward could differ), with learned positions, RoPE or none, one parameter dtype,
+        no `max_norm` on the token table, and no dropout that would act now. Anything else: False."""
         if type(model) is not TransformerLM or model.config.position not in ("learned", "rope", "none"):
             return False
+        c, tokens, table, embed = model.config, model.token_embedding, model.position_table, model.input_block
+        final = model.transformer.ln_f if c.arch == "gpt2" else model.model.norm
+        parts = [(tokens, Embedding), (embed, EmbeddingLayer), (final, (LayerNorm, RMSNorm))]
+        parts += [] if table is None else [(table, LearnedPositions)]
+        parts += [] if c.tie_embeddings else [(model.lm_head, Linear)]
         for block in model.blocks:
             norm_1, attn, norm_2, mlp = (getattr(block, name) for name in block.part_names)
-            if (type(block) is not DecoderBlock or type(attn) is not MultiHeadAttention or attn.alibi
-                    or not attn.causal or type(norm_1) not in (LayerNorm, RMSNorm)
-                    or type(norm_2) not in (LayerNorm, RMSNorm) or type(mlp) not in (GELUMLP, SwiGLUMLP)):
+            parts += [(block, DecoderBlock), (attn, MultiHeadAttention), (norm_1, (LayerNorm, RMSNorm)),
+                      (norm_2, (LayerNorm, RMSNorm)), (mlp, (GELUMLP, SwiGLUMLP))]
+            if type(attn) is not MultiHeadAttention or type(mlp) not in (GELUMLP, SwiGLUMLP):
                 return False
-        return True
+            parts += [] if attn.rope is None else [(attn.rope, RotaryEmbedding)]
+            linears = ([attn.c_attn, attn.c_proj] if attn.fused_qkv else [attn.q_proj, attn.k_proj, attn.v_proj,
+                                                                          attn.o_proj])
+            linears += [mlp.c_fc, mlp.c_proj] if type(mlp) is GELUMLP else [mlp.gate_proj, mlp.up_proj, mlp.down_proj]
+            parts += [(linear, Linear) for linear in linears]
+            if attn.alibi or not attn.causal:
+                return False
+        if any(type(part) not in (kinds if isinstance(kinds, tuple) else (kinds,)) for part, kinds in parts):
+            return False
+        if (embed.scale_embeddings or embed.token_embedding is not tokens or embed.position_encoding is not table
+                or tokens.max_norm is not None):
+            return False
+        if len({parameter.dtype for parameter in model.parameters()}) != 1:       # mixed: keep each op's promotion
+            return False
+        return not (is_dropout_enabled() and any(type(m) is Dropout and m.training and m.p > 0
+                                                 for _, m in model.named_modules()))
 
     def _attend(self, block, h, start, bias):
         "One block's attention on the normalised h (B, T, d): queries, RoPE, the caches, softmax, mixing."
@@ -470,6 +500,11 @@ class DecodePlan:
 
     def __call__(self, ids):
         ids = np.asarray(ids)
+        if ids.ndim != 2 or ids.shape[0] != self.batch or ids.shape[1] == 0 or ids.dtype.kind not in "iu":
+            raise ValueError(f"this plan decodes integer ids of shape ({self.batch}, T), T >= 1; got dtype "
+                             f"{ids.dtype}, shape {ids.shape}")
+        if ids.min() < 0 or ids.max() >= self.vocab_size:
+            raise IndexError(f"token ids must be in [0, {self.vocab_size}); got ids from {ids.min()} to {ids.max()}")
         T, start = ids.shape[1], self.start
         if start + T > self.length:
             raise ValueError(f"this plan holds {self.length} positions; {start} are used and {T} more were asked for")

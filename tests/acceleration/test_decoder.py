@@ -7,6 +7,8 @@ Face's `generate` gives the same tokens with the fast kernels on. The weights ar
 N(0, 0.02), and the zero biases drawn, so that attention and the MLP move the logits: a plan that dropped a
 mask, a rotation or a bias would change them.
 """
+import copy
+
 import numpy as np
 import pytest
 
@@ -63,12 +65,11 @@ def test_generate_gives_the_same_tokens_with_either_kernel(name):
     prompt = np.random.default_rng(3).integers(0, BASE["vocab_size"], (3, 6))
     for options in (dict(), dict(temperature=1.0, seed=5)):
         with fast.fast_kernels(on=False):
-            plain = model.generate(prompt, 20, **options)
+            plain, plain_single = model.generate(prompt, 20, **options), model.generate(prompt[0], 20, **options)
         with fast.fast_kernels():
-            quick = model.generate(prompt, 20, **options)
-            single = model.generate(prompt[0], 20, **options)
+            quick, single = model.generate(prompt, 20, **options), model.generate(prompt[0], 20, **options)
         assert np.array_equal(quick, plain), (name, options)
-        assert single.shape == (26,)
+        assert single.shape == (26,) and np.array_equal(single, plain_single), (name, options)   # a 1-D prompt
 
 
 def test_a_plan_decodes_once_the_prompt_is_a_single_token_and_reaches_its_length_exactly():
@@ -142,3 +143,87 @@ def test_fast_generate_matches_transformers_generate(transformers, rng, name):
     with fast.fast_kernels():
         assert fast.DecodePlan.supports(model)
         assert np.array_equal(model.generate(prompt, 15), hf_greedy(hf, prompt, 15))
+
+
+def _swap(model, where, make):
+    "Replace the part at dotted path `where` by make(old part)."
+    *path, last = where.split(".")
+    owner = model
+    for name in path:
+        owner = owner[int(name)] if name.isdigit() else getattr(owner, name)
+    setattr(owner, last, make(getattr(owner, last)))
+
+
+def _subclass(part):
+    "The same part as an instance of a subclass whose forward negates the output (so the logits change)."
+    kind = type(part)
+    sub = type("Negated" + kind.__name__, (kind,), {"forward": lambda self, *a, **k: kind.forward(self, *a, **k) * -1})
+    copy = sub.__new__(sub)
+    copy.__dict__.update(part.__dict__)
+    return copy
+
+
+SWAPS = {"gpt2 final LayerNorm": ("gpt2", "transformer.ln_f", _subclass),
+         "llama final RMSNorm": ("llama", "model.norm", _subclass),
+         "untied head Linear": ("llama", "lm_head", _subclass),
+         "q_proj Linear": ("llama", "model.layers.0.self_attn.q_proj", _subclass),
+         "fused c_attn Linear": ("gpt2", "transformer.h.1.attn.c_attn", _subclass),
+         "MLP Linear": ("gpt2", "transformer.h.0.mlp.c_fc", _subclass),
+         "RotaryEmbedding": ("llama", "model.layers.0.self_attn.rope", _subclass),
+         "token table": ("llama", "model.embed_tokens", _subclass),
+         "learned positions": ("gpt2", "transformer.wpe", _subclass)}
+
+
+@pytest.mark.parametrize("case", [*SWAPS, "scaled embeddings", "max_norm", "mixed dtypes", "dropout acting"])
+def test_a_part_the_plan_would_not_read_as_the_model_runs_it_keeps_the_models_own_forward(case):
+    "Every part the plan reads must be the class TransformerLM put there; else generate runs the model itself."
+    arch, where, make = SWAPS.get(case, ("gpt2", None, None))
+    model = model_for(arch)
+    if where is not None:
+        _swap(model, where, make)
+    elif case == "scaled embeddings":
+        model.input_block.scale_embeddings = True
+    elif case == "max_norm":
+        model.token_embedding.max_norm = 1.0
+    elif case == "mixed dtypes":
+        model.token_embedding.weight.data = model.token_embedding.weight.data.astype(np.float64)
+    else:
+        model = TransformerLM(TransformerConfig(**BASE, dropout=0.3), seed=0)
+    assert not fast.DecodePlan.supports(model)
+    assert not isinstance(fast.plan_decoder(model, 2, 12), fast.DecodePlan)
+    prompt = np.random.default_rng(4).integers(0, BASE["vocab_size"], (2, 4))
+    twin = copy.deepcopy(model)                              # max_norm renormalises the table it reads, in place
+    with fast.fast_kernels(on=False):
+        plain = model.generate(prompt, 8)
+    with fast.fast_kernels():
+        assert np.array_equal(twin.generate(prompt, 8), plain)   # generate turns dropout off: then the plan runs
+
+
+def test_dropout_off_in_generate_or_eval_lets_the_plan_run():
+    from tinytorch.core.layers import no_dropout
+    model = TransformerLM(TransformerConfig(**BASE, dropout=0.3), seed=0)
+    with no_dropout():
+        assert fast.DecodePlan.supports(model)
+    assert fast.DecodePlan.supports(model.eval())
+
+
+def test_a_plan_called_directly_checks_its_ids_and_its_length():
+    model = model_for("gpt2")
+    plan = fast.plan_decoder(model, 2, 6)
+    with no_grad():
+        with pytest.raises(IndexError, match=r"token ids must be in \[0, 53\); got ids from -1 to 3"):
+            plan(np.array([[1, 2], [3, -1]]))
+        for bad in (np.array([[1, 2]]), np.array([1, 2]), np.zeros((2, 0), np.int64), np.ones((2, 2))):
+            with pytest.raises(ValueError, match=r"integer ids of shape \(2, T\), T >= 1"):
+                plan(bad)
+        assert plan.start == 0                               # a refused call moves nothing on
+    with pytest.raises(ValueError, match="the learned position table has 48 rows; a plan for 49 positions"):
+        fast.plan_decoder(model, 1, 49)
+
+
+def test_asking_for_the_decoder_kernel_before_its_module_is_imported_says_which_module_registers_it():
+    import subprocess
+    import sys
+    code = "from tinytorch.core import kernels\ntry:\n    kernels.kernel('decoder')\nexcept LookupError as e:\n    print(e)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "decoder" in out and "tinytorch.models" in out, out

@@ -56,6 +56,9 @@ def kernel(name):
             raise ValueError(f"unknown kernel {name!r}; the kernels are {KERNELS}")
         import tinytorch.core.autograd  # noqa: F401  (registers the plain kernels of module 05 on import)
         import tinytorch.core.tensor    # noqa: F401  (and module 01's two autograd Functions)
+        if name not in table:           # `decoder`: registered by module 13's generation, which only it calls
+            raise LookupError(f"no {_state['mode']} version of the kernel {name!r} is registered yet: importing "
+                              f"tinytorch.models (module 13) registers it")
     return table[name]
 
 # %% ../../modules/05_autograd/kernels_dev.ipynb #84e0d7cc
