@@ -95,3 +95,18 @@ def test_a_result_shares_its_inputs_counter_exactly_when_it_shares_their_memory(
     same = Identity.apply(w)
     same.mark_modified()
     assert w._version == 1 and row._version == 1
+
+
+def test_a_result_owning_memory_a_strided_view_comes_from_shares_that_views_counter():
+    "sliding_window_view's base is a helper object, not the array: the owner is found along the .base chain."
+    from numpy.lib.stride_tricks import sliding_window_view
+    from tinytorch.core.autograd import Function
+
+    class Owner(Function):                      # returns the array that owns the window's memory
+        forward = staticmethod(lambda ctx, x: x.base.base)
+        backward = staticmethod(lambda ctx, grad: (grad,))
+
+    w = Tensor(np.arange(6.0), dtype=np.float64)
+    window = Tensor._from_array(sliding_window_view(w.data, 3), sources=[w])
+    assert window._versions is w._versions and not isinstance(window.data.base, np.ndarray)
+    assert Owner.apply(window)._versions is w._versions

@@ -23,6 +23,15 @@ class _Versions:
         self.count = 0
 
 
+def _comes_from(array, owner):
+    "True if `array` is `owner` or its memory comes from `owner` (`array.base`, its `.base`, ... ends there)."
+    while array is not None:
+        if array is owner:
+            return True
+        array = getattr(array, "base", None)
+    return False
+
+
 class Tensor:
     """An n-dimensional array that can record the operations applied to it.
 
@@ -63,11 +72,11 @@ class Tensor:
         """Count in-place changes with the first of `sources` whose memory this tensor's array shares, else anew.
 
         So `v = w[0]` and `w` see each other's changes: an optimiser step on `w` makes a graph that saved `v` stale.
-        An array that owns its memory and is none of the sources' arrays (nor their owner) is new: an op's fresh
-        result, the usual case, skips the overlap test (`np.may_share_memory` costs about a microsecond a source).
+        An array that owns its memory and is none of the sources' arrays, nor anything their memory comes from
+        (`.base`, its `.base`, ...), is new: an op's fresh result, the usual case, skips the overlap test.
         """
         data = self._data
-        if data.flags.owndata and all(data is not s._data and data is not s._data.base for s in sources):
+        if data.flags.owndata and not any(_comes_from(s._data, data) for s in sources):
             self._versions = _Versions()
             return
         for source in sources:
@@ -410,7 +419,7 @@ def _binary(function, verb, a, b):
     "Apply a two-input elementwise op after turning constants into tensors and checking shapes."
     a = _as_tensor(a, b) if not isinstance(a, Tensor) else a
     b = _as_tensor(b, a)
-    if a.shape != b.shape:                     # equal shapes broadcast; the check costs microseconds per op
+    if a.shape != b.shape:                     # equal shapes always broadcast: no need to ask NumPy
         try:
             np.broadcast_shapes(a.shape, b.shape)
         except ValueError:
