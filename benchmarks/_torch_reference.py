@@ -11,10 +11,11 @@ each turn of an implementation starts with `settle()`, a 20 ms pause in which sp
 then one untimed call: after a pause, threads start cold (a 10000 x 256 sparse SGD step of tinytorch: 3.6 ms
 back to back, 4.5 ms after 20 ms idle), and a training loop runs its steps back to back.
 
-NumPy's OpenBLAS does the same for longer: after a matrix product its threads spin for about 0.1 s. Measured
-on the same machine, 50 PyTorch (512, 128) @ (128, 512) products: 17.5 ms alone; 37-90 ms right after NumPy
-products and a 20 ms pause; 17.5-20 ms after a 150-200 ms pause. So a PyTorch turn that follows NumPy's
-products (tinytorch's step, the NumPy floor) starts with `settle(after_blas=True)`, a 0.2 s pause.
+NumPy's OpenBLAS does the same for longer: after a matrix product its threads spin for about 0.1 s.
+`python benchmarks/_torch_reference.py` measures it: 50 PyTorch (512, 128) @ (128, 512) products alone, and
+right after 20 NumPy products and a pause of 0.02-0.3 s (one run on the project's 2-core machine: 21.1 ms alone;
+39.6-110.4 ms after a 20 ms pause; 18.1-23.8 ms after 150-200 ms). So a PyTorch turn that follows NumPy's products
+(tinytorch's step, the NumPy floor) starts with `settle(after_blas=True)`, a 0.2 s pause.
 """
 import os
 import time
@@ -40,3 +41,33 @@ def torch_text(missing="not installed (pip install torch==2.13.0 adds its column
         return missing
     policy = os.environ.get("OMP_WAIT_POLICY", "unset")
     return f"{torch.__version__} ({torch.get_num_threads()} threads, OMP_WAIT_POLICY {policy})"
+
+
+def _blas_spin_report():
+    "Print the best and worst of 5 timings of PyTorch products alone and after NumPy's products and a pause."
+    import numpy as np
+    a, w = np.random.rand(512, 128).astype(np.float32), np.random.rand(128, 512).astype(np.float32)
+    ta, tw = torch.from_numpy(a), torch.from_numpy(w)
+
+    def torch_ms():
+        start = time.perf_counter()
+        for _ in range(50):
+            torch.matmul(ta, tw)
+        return (time.perf_counter() - start) * 1e3
+    torch_ms()
+    print(f"50 PyTorch (512, 128) @ (128, 512) products, {torch_text()}")
+    print(f"  alone: best {min(torch_ms() for _ in range(5)):.1f} ms")
+    for pause in (0.02, 0.05, 0.1, 0.15, 0.2, 0.3):
+        times = []
+        for _ in range(5):
+            for _ in range(20):
+                a @ w                                 # NumPy's OpenBLAS threads now spin
+            time.sleep(pause)
+            times.append(torch_ms())
+        print(f"  after 20 NumPy products and a {pause * 1e3:.0f} ms pause: {min(times):.1f}-{max(times):.1f} ms")
+
+
+if __name__ == "__main__":
+    if torch is None:
+        raise SystemExit(torch_text())
+    _blas_spin_report()
