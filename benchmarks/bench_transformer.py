@@ -13,8 +13,8 @@ Rows, whole step first and its parts below it (issue 27):
 * 64 KV-cached greedy decoding steps after a 16-token prompt (`model.generate` in both; target <= 0.6x).
 * where the step's time goes: the step's matrix products alone, NumPy's (the floor of any NumPy step) beside
   PyTorch's, then the rest of each step (the step minus its products): the part each framework decides.
-* decoding beside the same greedy decoding in NumPy alone (picoGPT's way: the weights as arrays, no Tensors, no
-  graph; checked to give the same tokens), so the framework's per-op cost shows apart from NumPy's.
+* decoding with the fast kernels (module 18's decode plan: the model's arithmetic on plain arrays) and, below it,
+  with the plain kernels (the model's own forward, a Tensor op at a time), so the framework's per-op cost shows.
 * with --scale: the small step with batch tokens, width and vocabulary each at three sizes, both columns, so the
   cost curve shows rather than one point.
 The implementations take turns (a pause, one untimed call, one timed call), each figure is the best of
@@ -31,6 +31,7 @@ import tracemalloc
 import numpy as np
 
 from tinytorch.core.optimizers import AdamW
+from tinytorch.fast import fast_kernels
 from tinytorch.models import TransformerConfig, TransformerLM, config_to_hf, to_hf
 
 from _kernels import add_kernels_option, use_kernels
@@ -191,58 +192,6 @@ def matmul_floor_ms(size, repeat):
     return best
 
 
-def numpy_decoder(model):
-    """Greedy KV-cached decoding of a GPT-2-architecture tinytorch model in NumPy alone, picoGPT's way: the same
-    weights as plain arrays, no Tensors, no graph, the cache preallocated. It is what the decoding row would cost
-    without the framework's per-op work: the NumPy floor a decoder built on tinytorch's ops could approach."""
-    c, weights = model.config, {k: v.astype(np.float32) for k, v in to_hf(model).items()}
-    heads, dim, width = c.num_heads, c.d_model // c.num_heads, c.d_model
-    wte, wpe = weights["transformer.wte.weight"], weights["transformer.wpe.weight"]
-    gelu_c = float(np.sqrt(2 / np.pi))
-
-    def layer_norm(x, name):
-        x = x - x.mean(axis=-1, keepdims=True)
-        return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + c.norm_eps) * weights[name + ".weight"] \
-            + weights[name + ".bias"]
-
-    def linear(x, name):
-        return x @ weights[name + ".weight"] + weights[name + ".bias"]
-
-    def forward(ids, start, keys, values):
-        "Logits (V,) of the last of `ids` (T,), which sit at positions start .. start + T - 1; fills the cache."
-        T = len(ids)
-        x = wte[ids] + wpe[start:start + T]                                             # (T, d)
-        for i, (layer_keys, layer_values) in enumerate(zip(keys, values)):
-            p = f"transformer.h.{i}."
-            qkv = linear(layer_norm(x, p + "ln_1"), p + "attn.c_attn")                   # (T, 3d)
-            q, k, v = (qkv[:, j * width:(j + 1) * width].reshape(T, heads, dim).transpose(1, 0, 2) for j in range(3))
-            layer_keys[:, start:start + T], layer_values[:, start:start + T] = k, v     # (H, S, D) caches
-            scores = q @ layer_keys[:, :start + T].transpose(0, 2, 1) / np.sqrt(dim)    # (H, T, S)
-            if T > 1:
-                scores = scores + np.triu(np.full((T, start + T), -np.inf, np.float32), k=start + 1)
-            scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
-            mixed = (scores / scores.sum(axis=-1, keepdims=True)) @ layer_values[:, :start + T]   # (H, T, D)
-            x = x + linear(mixed.transpose(1, 0, 2).reshape(T, width), p + "attn.c_proj")
-            h = linear(layer_norm(x, p + "ln_2"), p + "mlp.c_fc")
-            x = x + linear(0.5 * h * (1 + np.tanh(gelu_c * (h + 0.044715 * h * h * h))), p + "mlp.c_proj")
-        return layer_norm(x[-1], "transformer.ln_f") @ wte.T
-
-    def decode(prompt, new_tokens):
-        "prompt (1, P) ids -> (1, P + new_tokens) ids, greedy."
-        ids = [int(i) for i in np.asarray(prompt).reshape(-1)]
-        length = len(ids) + new_tokens
-        keys = [np.empty((heads, length, dim), np.float32) for _ in range(c.num_layers)]
-        values = [np.empty((heads, length, dim), np.float32) for _ in range(c.num_layers)]
-        logits, start = forward(np.array(ids), 0, keys, values), 0
-        for _ in range(new_tokens):
-            ids.append(int(np.argmax(logits)))
-            if len(ids) < length:
-                start = len(ids) - 1
-                logits = forward(np.array(ids[-1:]), start, keys, values)
-        return np.array([ids])
-    return decode
-
-
 def verdict(ratio, target, quick):
     if ratio is None or target is None:
         return ""
@@ -286,16 +235,14 @@ def step_section(size, repeat, quick, decode=False):
     print("  (tinytorch's products are NumPy's: no NumPy step takes less than that row; the rest row is the part"
           " a framework decides)")
     if decode:
-        numpy_decode = numpy_decoder(model)
-        same = np.array_equal(numpy_decode(ids[:1, :PROMPT], NEW_TOKENS), runners["tinytorch"]["decode"]())
-        alone = "  NumPy alone (picoGPT's way)"
-        best["tinytorch"][alone] = best_ms({"numpy": {"d": lambda: numpy_decode(ids[:1, :PROMPT], NEW_TOKENS)}},
-                                          ["d"], repeat)["numpy"]["d"]
+        plain = "  the same with the plain kernels"
+        with fast_kernels(on=False):                    # the model's own forward, one Tensor op at a time
+            best["tinytorch"][plain] = best_ms({"t": {"d": runners["tinytorch"]["decode"]}}, ["d"], repeat)["t"]["d"]
         if "PyTorch" in best:
-            best["PyTorch"][alone] = best["PyTorch"][labels["decode"]]
-        print_table("decoding", [labels["decode"], alone], best, targets, quick)
-        print(f"  (NumPy alone: the same model's weights as arrays, no Tensors or graph; same greedy tokens: {same};"
-              " its PyTorch column repeats PyTorch's decoding)")
+            best["PyTorch"][plain] = best["PyTorch"][labels["decode"]]
+        print_table("decoding", [labels["decode"], plain], best, targets, quick)
+        print("  (the first row runs module 18's decode plan, the second your model's forward; the PyTorch column "
+              "repeats PyTorch's decoding)")
     return model, runners
 
 
