@@ -451,9 +451,10 @@ class DecodePlan:
         parts += [] if table is None else [(table, LearnedPositions)]
         parts += [] if c.tie_embeddings else [(model.lm_head, Linear)]
         for block in model.blocks:
+            if type(block) is not DecoderBlock:
+                return False
             norm_1, attn, norm_2, mlp = (getattr(block, name) for name in block.part_names)
-            parts += [(block, DecoderBlock), (attn, MultiHeadAttention), (norm_1, (LayerNorm, RMSNorm)),
-                      (norm_2, (LayerNorm, RMSNorm)), (mlp, (GELUMLP, SwiGLUMLP))]
+            parts += [(norm_1, (LayerNorm, RMSNorm)), (norm_2, (LayerNorm, RMSNorm))]
             if type(attn) is not MultiHeadAttention or type(mlp) not in (GELUMLP, SwiGLUMLP):
                 return False
             parts += [] if attn.rope is None else [(attn.rope, RotaryEmbedding)]

@@ -15,6 +15,7 @@ import pytest
 from tinytorch import fast
 from tinytorch.core import kernels
 from tinytorch.core.autograd import no_grad
+from tinytorch.core.layers import Module
 from tinytorch.models import TransformerConfig, TransformerLM, from_hf
 from tinytorch.models.generation import model_decoder
 from tests.transformers.test_hf_parity import BUILDERS, hf_greedy, numpy_state, transformers  # noqa: F401
@@ -174,13 +175,16 @@ SWAPS = {"gpt2 final LayerNorm": ("gpt2", "transformer.ln_f", _subclass),
          "learned positions": ("gpt2", "transformer.wpe", _subclass)}
 
 
-@pytest.mark.parametrize("case", [*SWAPS, "scaled embeddings", "max_norm", "mixed dtypes", "dropout acting"])
+@pytest.mark.parametrize("case", [*SWAPS, "a block of another kind", "scaled embeddings", "max_norm", "mixed dtypes",
+                                  "dropout acting"])
 def test_a_part_the_plan_would_not_read_as_the_model_runs_it_keeps_the_models_own_forward(case):
     "Every part the plan reads must be the class TransformerLM put there; else generate runs the model itself."
     arch, where, make = SWAPS.get(case, ("gpt2", None, None))
     model = model_for(arch)
     if where is not None:
         _swap(model, where, make)
+    elif case == "a block of another kind":                 # any Module with the block's forward signature
+        model.transformer.h[1] = type("Skip", (Module,), {"forward": lambda self, x, *args, **kwargs: x})()
     elif case == "scaled embeddings":
         model.input_block.scale_embeddings = True
     elif case == "max_norm":
