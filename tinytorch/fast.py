@@ -447,24 +447,25 @@ class DecodePlan:
             return False
         c, tokens, table, embed = model.config, model.token_embedding, model.position_table, model.input_block
         final = model.transformer.ln_f if c.arch == "gpt2" else model.model.norm
-        parts = [(tokens, Embedding), (embed, EmbeddingLayer), (final, (LayerNorm, RMSNorm))]
-        parts += [] if table is None else [(table, LearnedPositions)]
-        parts += [] if c.tie_embeddings else [(model.lm_head, Linear)]
+        norms = (LayerNorm, RMSNorm)
+        parts = [(tokens, (Embedding,)), (embed, (EmbeddingLayer,)), (final, norms)]   # (part, the classes allowed)
+        parts += [] if table is None else [(table, (LearnedPositions,))]
+        parts += [] if c.tie_embeddings else [(model.lm_head, (Linear,))]
         for block in model.blocks:
             if type(block) is not DecoderBlock:
                 return False
             norm_1, attn, norm_2, mlp = (getattr(block, name) for name in block.part_names)
-            parts += [(norm_1, (LayerNorm, RMSNorm)), (norm_2, (LayerNorm, RMSNorm))]
+            parts += [(norm_1, norms), (norm_2, norms)]
             if type(attn) is not MultiHeadAttention or type(mlp) not in (GELUMLP, SwiGLUMLP):
                 return False
-            parts += [] if attn.rope is None else [(attn.rope, RotaryEmbedding)]
+            parts += [] if attn.rope is None else [(attn.rope, (RotaryEmbedding,))]
             linears = ([attn.c_attn, attn.c_proj] if attn.fused_qkv else [attn.q_proj, attn.k_proj, attn.v_proj,
                                                                           attn.o_proj])
             linears += [mlp.c_fc, mlp.c_proj] if type(mlp) is GELUMLP else [mlp.gate_proj, mlp.up_proj, mlp.down_proj]
-            parts += [(linear, Linear) for linear in linears]
+            parts += [(linear, (Linear,)) for linear in linears]
             if attn.alibi or not attn.causal:
                 return False
-        if any(type(part) not in (kinds if isinstance(kinds, tuple) else (kinds,)) for part, kinds in parts):
+        if any(type(part) not in kinds for part, kinds in parts):
             return False
         if (embed.scale_embeddings or embed.token_embedding is not tokens or embed.position_encoding is not table
                 or tokens.max_norm is not None):
