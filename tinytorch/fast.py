@@ -4,10 +4,10 @@
 
 # %% auto #0
 __all__ = ['PARALLEL_MIN_BYTES', 'LONG_RUN', 'ROW_BLOCK_BYTES', 'BLOCK_BYTES', 'CACHE_MIN_BYTES', 'CACHE_MAX_BYTES',
-           'parallel_rows', 'gather_rows', 'rows_per_block', 'sum_long_runs', 'segment_sum', 'LazyRowSparseGrad',
-           'from_rows', 'for_row_blocks', 'for_dense_blocks', 'empty', 'empty_cache', 'memory_reserved',
-           'FoldedMatMulBackward', 'SavedProbabilitiesLogSoftmaxBackward', 'DecodePlan', 'plan_decoder', 'use_fast',
-           'use_plain', 'fast_kernels']
+           'parallel_rows', 'gather_rows', 'stable_order', 'rows_per_block', 'sum_long_runs', 'segment_sum',
+           'LazyRowSparseGrad', 'from_rows', 'for_row_blocks', 'for_dense_blocks', 'empty', 'empty_cache',
+           'memory_reserved', 'FoldedMatMulBackward', 'SavedProbabilitiesLogSoftmaxBackward', 'DecodePlan',
+           'plan_decoder', 'use_fast', 'use_plain', 'fast_kernels']
 
 # %% ../modules/18_acceleration/acceleration_dev.ipynb #de6fe817
 import contextlib
@@ -66,6 +66,13 @@ LONG_RUN = 32               # runs at least this long are summed by `sum_long_ru
 ROW_BLOCK_BYTES = 384 << 10  # rows read at a time: 384 KB (128 rows of 768 float32) stay in a core's 512 KB L2
 
 
+def stable_order(ids):
+    "`np.argsort(ids, kind=\"stable\")` for 1-D integer ids; ids that fit 16 bits (GPT-2's 50,257 do) radix-sorted."
+    if len(ids) and ids.min() >= 0 and ids.max() < 1 << 16:
+        return np.argsort(ids.astype(np.uint16), kind="stable")     # NumPy radix-sorts 16-bit keys
+    return np.argsort(ids, kind="stable")
+
+
 def rows_per_block(row_shape, dtype):
     "How many rows of `row_shape` and `dtype` make a block of about ROW_BLOCK_BYTES (at least one)."
     return max(1, ROW_BLOCK_BYTES // max(1, int(np.prod(row_shape, dtype=np.int64)) * np.dtype(dtype).itemsize))
@@ -111,7 +118,7 @@ def segment_sum(ids, values, at=None):
     some rows of a larger array without copying them out first (`RowSparseGrad.from_rows` does).
 
     How:
-    1. Stable-sort the ids (`np.argsort(ids, kind="stable")`): equal ids now form runs, and `rows` (the row of
+    1. Stable-sort the ids (`stable_order`, above): equal ids now form runs, and `rows` (the row of
        each sorted id) is `order`, or `at[order]`. Find where each run starts; if every run has length 1,
        return the sorted ids and their rows.
     2. Start `sums` as each run's first row.
@@ -134,12 +141,12 @@ def segment_sum(ids, values, at=None):
         if at.shape != ids.shape or (len(at) and (at.min() < 0 or at.max() >= len(values))):
             raise ValueError(f"segment_sum needs one row position per id, in [0, {len(values)}): {len(ids)} ids, "
                              f"{len(at)} positions" + (f" from {at.min()} to {at.max()}" if len(at) else ""))
-    if values.ndim == 1:               # scalar rows: np.add.reduce would add a long run pairwise, not in order;
-        slots = np.unique(ids, return_inverse=True)                          # they are cheap, so add them in order
-        sums = np.zeros(len(slots[0]), values.dtype)
-        np.add.at(sums, slots[1], values if at is None else values[at])
-        return slots[0], sums
-    order = np.argsort(ids, kind="stable")
+    if int(np.prod(values.shape[1:], dtype=np.int64)) == 1:   # rows of one number (n,), (n, 1), ...: np.add.reduce
+        slots = np.unique(ids, return_inverse=True)         # would add a long run pairwise, not in order; they are
+        sums = np.zeros(len(slots[0]), values.dtype)        # cheap, so add them in order
+        np.add.at(sums, slots[1], (values if at is None else values[at]).reshape(len(ids)))
+        return slots[0], sums.reshape(sums.shape + values.shape[1:])
+    order = stable_order(ids)
     sorted_ids, rows = ids[order], (order if at is None else at[order])     # (n,) each: the id and its row
     starts = np.flatnonzero(np.concatenate(([True], sorted_ids[1:] != sorted_ids[:-1]))) if len(ids) else order
     if len(starts) == len(ids):                                     # all ids distinct: nothing to add up
@@ -216,8 +223,7 @@ def from_rows(ids, rows, shape):
                          f"table of shape {shape}")
     if not rows.flags.writeable:                                        # not ours: sum it now, keep no view
         return RowSparseGrad(*segment_sum(ids, rows), shape)
-    small = len(ids) and ids.min() >= 0 and ids.max() < 1 << 16         # ids fit 16 bits (GPT-2's 50,257 do):
-    order = np.argsort(ids.astype(np.uint16) if small else ids, kind="stable")   # NumPy radix-sorts those
+    order = stable_order(ids)
     sorted_ids = ids[order]
     run_starts = np.flatnonzero(np.concatenate(([True], sorted_ids[1:] != sorted_ids[:-1]))) if len(ids) else order
     counts = np.diff(np.append(run_starts, len(ids)))                  # (u,) how often each id occurs

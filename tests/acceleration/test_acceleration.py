@@ -201,6 +201,23 @@ def test_segment_sum_mixes_long_runs_short_runs_and_singletons_exactly():
     np.testing.assert_array_equal(again, fast.segment_sum(ids, values.astype(np.float32))[1])   # deterministic
 
 
+@pytest.mark.parametrize("row_shape", [(1,), (1, 1), (1, 1, 1)], ids=str)
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64], ids=lambda d: np.dtype(d).name)
+def test_rows_of_one_number_are_summed_in_order_like_the_plain_kernel(row_shape, dtype):
+    "np.add.reduce adds a (n, 1) block pairwise, not row after row: such rows must still give the plain bits."
+    rng = np.random.default_rng(3)
+    ids = np.concatenate([np.full(4 * fast.LONG_RUN + 3, 5), np.repeat([1, 2], [3, fast.LONG_RUN - 1]), [0]])
+    rng.shuffle(ids)
+    values = rng.standard_normal((len(ids),) + row_shape).astype(dtype)
+    plain_ids, plain_sums = plain_segment_sum(ids, values)
+    fast_ids, fast_sums = fast.segment_sum(ids, values)
+    np.testing.assert_array_equal(fast_ids, plain_ids)
+    assert fast_sums.shape == plain_sums.shape == (4,) + row_shape and fast_sums.dtype == dtype
+    assert fast_sums.tobytes() == plain_sums.tobytes()
+    lazy = fast.from_rows(ids, values.reshape(len(ids), -1), (10, 1))       # the lazy gradient's sums, too
+    assert lazy.values.tobytes() == plain_sums.reshape(4, 1).tobytes()
+
+
 def test_segment_sum_adds_each_short_run_in_order_of_position(rng):
     "Runs of many lengths below fast.LONG_RUN: each sum is rows[first] + rows[second] + ... in float32, bit for bit."
     ids = np.repeat(np.arange(40), rng.integers(1, fast.LONG_RUN, 40))     # 40 ids, each 1 to fast.LONG_RUN-1 times
