@@ -13,6 +13,8 @@ Rows, whole step first and its parts below it (issue 27):
 * 64 KV-cached greedy decoding steps after a 16-token prompt (`model.generate` in both; target <= 0.6x).
 * where the step's time goes: the step's matrix products alone, NumPy's (the floor of any NumPy step) beside
   PyTorch's, then the rest of each step (the step minus its products): the part each framework decides.
+  Below them, the OS's share of one step: its page faults and system time (`resource.getrusage`, the median of
+  three steps), most of it spent giving the step fresh memory (module 18, section 5).
 * decoding with the fast kernels (module 18's decode plan: the model's arithmetic on plain arrays) and, below it,
   with the plain kernels (the model's own forward, a Tensor op at a time), so the framework's per-op cost shows.
 * with --scale: the small step with batch tokens, width and vocabulary each at three sizes, both columns, so the
@@ -192,6 +194,24 @@ def matmul_floor_ms(size, repeat):
     return best
 
 
+def os_cost(runners, calls):
+    """{implementation: (page faults, system ms)} of one training step, the median of `calls` steps (each after a
+    pause and one untimed step): what the OS spends on the step, mostly giving it fresh memory page by page."""
+    cost = {}
+    for impl, table in runners.items():
+        faults, system = [], []
+        for _ in range(calls):
+            settle(after_blas=True)
+            table["step"]()
+            before = resource.getrusage(resource.RUSAGE_SELF)
+            table["step"]()
+            after = resource.getrusage(resource.RUSAGE_SELF)
+            faults.append(after.ru_minflt - before.ru_minflt)
+            system.append((after.ru_stime - before.ru_stime) * 1e3)
+        cost[impl] = (int(np.median(faults)), float(np.median(system)))
+    return cost
+
+
 def verdict(ratio, target, quick):
     if ratio is None or target is None:
         return ""
@@ -234,6 +254,10 @@ def step_section(size, repeat, quick, decode=False):
     print_table("where the step's time goes", [products, rest], best, {}, quick)
     print("  (tinytorch's products are NumPy's: no NumPy step takes less than that row; the rest row is the part"
           " a framework decides)")
+    cost = os_cost(runners, 1 if quick else 3)
+    print("  the OS's share of one step (page faults, system time): " + "; ".join(
+        f"{impl} {faults:,} faults, {ms:.0f} ms" for impl, (faults, ms) in cost.items())
+        + " (fresh memory is zeroed a page at a time; module 18, section 5)")
     if decode:
         plain = "  the same with the plain kernels"
         with fast_kernels(on=False):                    # the model's own forward, one Tensor op at a time
