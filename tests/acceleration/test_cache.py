@@ -92,6 +92,14 @@ def test_the_cache_holds_at_most_its_limit_and_lets_go_of_free_buffers_of_other_
     del used, fourth, over
 
 
+def test_a_limit_of_zero_turns_the_cache_off_and_lets_go_of_free_buffers(cache, monkeypatch):
+    spare = fast.empty((64, 64), np.float32)
+    del spare
+    monkeypatch.setattr(fast, "CACHE_MAX_BYTES", 0)
+    array = fast.empty((32, 64), np.float32)
+    assert array.flags.owndata and fast.memory_reserved() == 0
+
+
 def test_empty_cache_lets_go_of_free_buffers_only(cache):
     used, spare = fast.empty((64, 64), np.float32), fast.empty((32, 64), np.float32)
     del spare
