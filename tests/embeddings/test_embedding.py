@@ -454,6 +454,31 @@ def test_from_pretrained_unfrozen_trains_keeps_dtype_and_padding_values():
     assert np.array_equal(emb.weight.grad.to_dense()[:, 0], [0, 2, 0, 0])
 
 
+def test_from_pretrained_makes_one_copy_and_draws_no_table(monkeypatch):
+    """PyTorch's constructor draws no table when `_weight` is given; a drawn one would be thrown away at once. With
+    the draw, its arithmetic and a second copy, `from_pretrained` peaked at 4 times the table (tracemalloc)."""
+    import tinytorch.text.embeddings as embeddings
+    draws = []
+    real = embeddings.init_table
+    monkeypatch.setattr(embeddings, "init_table", lambda *a, **k: draws.append(a[0]) or real(*a, **k))
+    weights = np.ones((2000, 64), np.float32)
+    tracemalloc.start()
+    try:
+        emb = Embedding.from_pretrained(weights, padding_idx=0)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    positions = embeddings.LearnedPositionalEncoding.from_pretrained(weights[:16])
+    assert draws == [], (f"Embedding.__init__ / LearnedPositionalEncoding.__init__: drew a table of shape {draws[0]} "
+                         f"although `_weight` was given (from_pretrained); draw only when `_weight` is None")
+    assert peak < 1.25 * weights.nbytes, f"from_pretrained held {peak / weights.nbytes:.1f} tables at its peak; expected 1"
+    assert np.array_equal(emb.weight.data, weights) and not np.shares_memory(emb.weight.data, weights)
+    assert np.array_equal(positions.position_embeddings.data, weights[:16])
+    Embedding(3, 2)
+    embeddings.LearnedPositionalEncoding(4, 2)
+    assert draws == [(3, 2), (4, 2)], "without `_weight` each constructor draws its table"
+
+
 def test_from_pretrained_refuses_bad_tables():
     with pytest.raises(ValueError, match=r"2-D .* got shape \(3,\)"):
         Embedding.from_pretrained(np.ones(3))

@@ -221,7 +221,8 @@ class Table(Aliases, Module):
         return embedding_dim, self._rng
 
     def use_pretrained(self, weight):
-        "`from_pretrained`'s values (rows, d), when given, replace the drawn table: a float copy, padding row kept."
+        """The table from `from_pretrained`'s values (rows, d), when given: a float copy (the only one made), padding
+        row kept. The constructor draws no table then (PyTorch's `_weight`): one it would throw away at once."""
         if weight is not None:
             setattr(self, self.table_name, Parameter(weight, dtype=float_dtype(np.asarray(weight).dtype)))
 
@@ -256,8 +257,8 @@ class Table(Aliases, Module):
         (it is only excluded from gradients).
         """
         freeze = flag("freeze", freeze)
-        table = np.array(weights.data if isinstance(weights, Tensor) else weights)     # a copy, never an alias
-        if table.ndim != 2:
+        table = weights.data if isinstance(weights, Tensor) else np.asarray(weights)   # `use_pretrained` copies it:
+        if table.ndim != 2:                                                              # one copy, never an alias
             raise ValueError(f"pretrained weights must be 2-D (vocab_size, embedding_dim); got shape {table.shape}")
         module = cls(*table.shape, _weight=table, **options)
         getattr(module, module.table_name).requires_grad = not freeze

@@ -98,7 +98,8 @@ class Embedding(EmbeddingOptions):
                  scale_grad_by_freq=False, sparse=False, init="xavier", dtype=None, device=None, seed=None,
                  *, num_embeddings=None, embed_dim=None, _weight=None):
         """TODO: set `vocab_size`, `embedding_dim`, `padding_idx`, `sparse` on `self`, checked; make `weight` (V, d).
-        APPROACH: `positive_int`, `padding_index`, `flag`; `init_table(shape, init, rng, dtype)`; zero a row; `Parameter`.
+        APPROACH: `positive_int`, `padding_index`, `flag`; unless `_weight` is given: `init_table(shape, init, rng,
+        dtype)`, zero a row, `Parameter`. (A given `_weight` is put in by the line after yours.)
         EXAMPLE: Embedding(10, 4, padding_idx=-1) -> vocab_size 10, embedding_dim 4, padding_idx 9, weight[9] == 0
         HINTS: `Parameter(data)` turns float64 into float32 unless you pass `dtype=`."""
         super().__init__()
@@ -109,10 +110,11 @@ class Embedding(EmbeddingOptions):
         self.embedding_dim = positive_int("embedding_dim", embedding_dim)
         self.padding_idx = padding_index(padding_idx, self.vocab_size)                  # None, or a row in [0, V)
         self.sparse = flag("sparse", sparse)
-        table = init_table((self.vocab_size, self.embedding_dim), init, rng, dtype)   # (V, d)
-        if self.padding_idx is not None:
-            table[self.padding_idx] = 0                                                 # the pad token starts at 0
-        self.weight = Parameter(table, dtype=table.dtype)
+        if _weight is None:                                    # from_pretrained's table replaces any drawn one
+            table = init_table((self.vocab_size, self.embedding_dim), init, rng, dtype)   # (V, d)
+            if self.padding_idx is not None:
+                table[self.padding_idx] = 0                                             # the pad token starts at 0
+            self.weight = Parameter(table, dtype=table.dtype)
         ### END SOLUTION
         self.use_pretrained(_weight)
 
@@ -192,7 +194,7 @@ class LearnedPositionalEncoding(PositionTable):
     def __init__(self, max_seq_len=None, embedding_dim=None, init="xavier", dtype=None, seed=None, *,
                  embed_dim=None, _weight=None):
         """TODO: set `max_seq_len`, `embedding_dim` on `self`, checked; the Parameter `position_embeddings` (L, d).
-        APPROACH: as in `Embedding.__init__`, without a padding row.
+        APPROACH: as in `Embedding.__init__` (no table drawn when `_weight` is given), without a padding row.
         EXAMPLE: LearnedPositionalEncoding(1024, 768, init="gpt2").position_embeddings.shape -> (1024, 768)
         HINTS: the attribute's name is what `state_dict` saves: `position_embeddings`."""
         super().__init__()
@@ -200,8 +202,9 @@ class LearnedPositionalEncoding(PositionTable):
         ### BEGIN SOLUTION
         self.max_seq_len = positive_int("max_seq_len", max_seq_len)
         self.embedding_dim = positive_int("embedding_dim", embedding_dim)
-        table = init_table((self.max_seq_len, self.embedding_dim), init, rng, dtype)   # (L, d)
-        self.position_embeddings = Parameter(table, dtype=table.dtype)
+        if _weight is None:                                    # from_pretrained's table replaces any drawn one
+            table = init_table((self.max_seq_len, self.embedding_dim), init, rng, dtype)   # (L, d)
+            self.position_embeddings = Parameter(table, dtype=table.dtype)
         ### END SOLUTION
         self.use_pretrained(_weight)
 
