@@ -10,7 +10,11 @@ gradient, so the sparse update rows include that sum (each timed update gets a n
 Columns: tinytorch; PyTorch CPU when it is installed (`pip install torch==2.13.0`), at its default
 thread count; for the parts, a plain-NumPy baseline (`np.add.at` for scatter-adds, the obvious NumPy
 code otherwise); for the sparse SGD step, the NumPy floor (one gather of the ids' rows and one update of the
-touched rows, the repeated ids' sums given: no NumPy step can be faster). The implementations take turns within each row (one run of each, repeated; the best
+touched rows, the repeated ids' sums given: no NumPy step can be faster). Below the sparse SGD step, PyTorch's
+step once more, given a copy of the caller's gradient: PyTorch's sparse gradient keeps a view of that array,
+tinytorch's may not (issue 23), so that line is PyTorch under tinytorch's rule. Below the forward lookup, the
+same lookup ten times back to back, per call (the lookup row times one call after a pause, as every row does).
+The implementations take turns within each row (one run of each, repeated; the best
 of each is kept), so drift in the machine hits them alike. What matters are the ratios, and the
 last column says whether each target (from the sparse-training issue) is met in this run.
 
@@ -89,14 +93,17 @@ def tinytorch_step(weights, ids, upstream, sparse, make_optimizer):
     return step
 
 
-def torch_step(weights, ids, upstream, sparse, make_optimizer):
+def torch_step(weights, ids, upstream, sparse, make_optimizer, copy_upstream=False):
+    """PyTorch's step. `copy_upstream=True` passes `backward` a copy of the caller's gradient made in the step:
+    PyTorch's sparse gradient keeps a view of the array given to `backward` (a later write into it changes the
+    gradient), which tinytorch may not (issue 23), so this is PyTorch keeping no view of the caller's array."""
     table = torch.nn.Embedding.from_pretrained(torch.from_numpy(weights.copy()), freeze=False, sparse=sparse)
     optimizer = make_optimizer([table.weight])
     token_ids, grad_out = torch.from_numpy(ids), torch.from_numpy(upstream)
 
     def step():
         optimizer.zero_grad()
-        table(token_ids).backward(grad_out)
+        table(token_ids).backward(grad_out.clone() if copy_upstream else grad_out)
         optimizer.step()
     return step
 
@@ -118,6 +125,10 @@ def numpy_floor_sparse_sgd_step(weights, ids, upstream):
     return step
 
 
+COPYING = "torch, copying"        # PyTorch's step given a copy of the caller's gradient (torch_step, copy_upstream)
+IN_A_ROW = 10                     # "lookup, 10 in a row": calls back to back, timed together, shown per call
+
+
 def step_rows(weights, ids, upstream, repeat):
     rows = {}
     for op, (sparse, ours, theirs) in OPTIMIZERS.items():
@@ -126,6 +137,8 @@ def step_rows(weights, ids, upstream, repeat):
             runs["torch"] = (torch_step(weights, ids, upstream, sparse, theirs), None)
         if op == "sparse SGD step":
             runs["numpy"] = (numpy_floor_sparse_sgd_step(weights, ids, upstream), None)
+            if torch is not None:
+                runs[COPYING] = (torch_step(weights, ids, upstream, sparse, theirs, copy_upstream=True), None)
         rows[op] = interleaved_ms(runs, repeat if sparse else max(3, repeat // 3))
         del runs
         release_freed_memory()
@@ -135,6 +148,14 @@ def step_rows(weights, ids, upstream, repeat):
 # ---------------------------------------------------------------------------------------------
 # The parts of a step, each timed alone (the other parts' results restored untimed before each run).
 
+def in_a_row(lookup):
+    "`lookup` called IN_A_ROW times back to back, as one timed run (part_rows divides its time by IN_A_ROW)."
+    def run():
+        for _ in range(IN_A_ROW):
+            lookup()
+    return run
+
+
 def tinytorch_parts(weights, ids, upstream, sparse):
     table = Embedding.from_pretrained(weights.copy(), freeze=False, sparse=sparse)
     out = table(ids)
@@ -143,7 +164,8 @@ def tinytorch_parts(weights, ids, upstream, sparse):
     grad = table.weight.grad
     restore = lambda: setattr(table.weight, "grad", grad)
     if not sparse:
-        return {"forward lookup": (lambda: table(ids), None), "dense backward": (lambda: out.backward(upstream), clear),
+        return {"forward lookup": (lambda: table(ids), None), "lookup, 10 in a row": (in_a_row(lambda: table(ids)), None),
+                "dense backward": (lambda: out.backward(upstream), clear),
                 "dense Adam update": (Adam([table.weight], lr=1e-3).step, restore)}
     def fresh():                                # a new lazy gradient: the update sums its repeated ids itself,
         clear()                                 # as in a step (restoring `grad` would reuse the first sums)
@@ -163,7 +185,8 @@ def torch_parts(weights, ids, upstream, sparse):
     grad = table.weight.grad
     restore = lambda: setattr(table.weight, "grad", grad)
     if not sparse:
-        return {"forward lookup": (lambda: table(token_ids), None), "dense backward": (backward, clear),
+        return {"forward lookup": (lambda: table(token_ids), None),
+                "lookup, 10 in a row": (in_a_row(lambda: table(token_ids)), None), "dense backward": (backward, clear),
                 "dense Adam update": (torch.optim.Adam([table.weight], lr=1e-3).step, restore)}
     return {"sparse backward": (backward, clear), "sparse SGD update": (torch.optim.SGD([table.weight], lr=LR).step, restore),
             "SparseAdam update": (torch.optim.SparseAdam([table.weight], lr=1e-3).step, restore)}
@@ -190,10 +213,11 @@ def numpy_parts(weights, ids, upstream, sparse):
 
     if sparse:
         return {"sparse backward": (sparse_backward, None), "sparse SGD update": (sparse_sgd_update, None)}
-    return {"forward lookup": (lambda: table[ids], None), "dense backward": (dense_backward, None)}
+    return {"forward lookup": (lambda: table[ids], None), "lookup, 10 in a row": (in_a_row(lambda: table[ids]), None),
+            "dense backward": (dense_backward, None)}
 
 
-PARTS = ["forward lookup", "dense backward", "sparse backward", "sparse SGD update", "SparseAdam update",
+PARTS = ["forward lookup", "lookup, 10 in a row", "dense backward", "sparse backward", "sparse SGD update", "SparseAdam update",
          "dense Adam update"]
 SPARSE_PARTS = {"sparse backward", "sparse SGD update", "SparseAdam update"}
 
@@ -208,6 +232,8 @@ def part_rows(weights, ids, upstream, repeat):
         runs = {name: make(weights, ids, upstream, sparse).get(op) for name, make in makers.items()}
         rounds = max(3, repeat // 3) if op.startswith("dense") else repeat
         rows[op] = interleaved_ms({name: run for name, run in runs.items() if run is not None}, rounds)
+        if op == "lookup, 10 in a row":
+            rows[op] = {name: ms / IN_A_ROW for name, ms in rows[op].items()}      # per call
         del runs
         release_freed_memory()
     return rows
@@ -248,6 +274,11 @@ def print_rows(title, config, rows, numpy_header="numpy ms"):
         print(f"  {op:<19}{cell(ours, 13)}{cell(theirs, 10)}{cell(numpy_ms, 10)}"
               f"{cell(None if theirs is None else ours / theirs, 12, '.2f', 'x')}"
               f"{cell(None if numpy_ms is None else numpy_ms / ours, 12, '.1f', 'x')}  {verdict}")
+        if COPYING in times:
+            print(f"    (PyTorch keeps a view of the gradient given to backward, tinytorch may not (issue 23); PyTorch "
+                  f"copying it first: {times[COPYING]:.2f} ms, ours {ours / times[COPYING]:.2f}x that)")
+        if op == "lookup, 10 in a row":
+            print(f"    (per call, {IN_A_ROW} calls back to back with no pause: the row above times one call after a pause)")
 
 
 def comparison(config, distribution, repeat, rng):

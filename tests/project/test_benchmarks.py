@@ -65,3 +65,45 @@ def test_bench_tokenizer_prints_ours_its_parts_and_the_peer(monkeypatch, capsys)
     assert "MISSED" not in out and " met" not in out          # a quick run gives no verdict
     with pytest.raises(SystemExit):
         bench_tokenizer.main(["--repeat", "0"])
+
+
+def test_bench_embeddings_prints_the_steps_their_parts_and_the_explaining_lines(monkeypatch, capsys):
+    "The step rows, PyTorch under tinytorch's no-view rule, the lookups in a row (per call), the vocabulary rows."
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    for name in ("bench_embeddings", "_kernels", "_torch_reference"):
+        sys.modules.pop(name, None)
+    import bench_embeddings
+    monkeypatch.setattr(bench_embeddings, "SMALL", {**bench_embeddings.SMALL, "vocab_size": 40, "dim": 8, "batch": 2,
+                                                    "seq": 16})
+    monkeypatch.setattr(bench_embeddings, "settle", lambda: None)
+    try:
+        assert bench_embeddings.main(["--small", "--repeat", "1"]) == 0
+    finally:
+        from tinytorch import fast
+        fast.use_plain()
+    out = capsys.readouterr().out
+    for row in ("dense Adam step", "sparse SGD step", "SparseAdam step", "forward lookup", "lookup, 10 in a row",
+                "(per call, 10 calls back to back", "dense backward", "sparse backward", "sparse SGD update",
+                "V=1,000,000", "Peak memory of this run"):
+        assert row in out, row
+    if bench_embeddings.torch is not None:
+        assert out.count("PyTorch copying it first:") == 2            # uniform and Zipf ids
+
+
+def test_the_copying_pytorch_step_gives_backward_a_copy_of_the_callers_gradient(monkeypatch):
+    torch = pytest.importorskip("torch")
+    import numpy as np
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    sys.modules.pop("bench_embeddings", None)
+    import bench_embeddings
+    seen = []
+    real = torch.Tensor.backward
+    monkeypatch.setattr(torch.Tensor, "backward", lambda self, gradient=None, **k: (seen.append(gradient),
+                                                                                    real(self, gradient, **k))[1])
+    weights, ids = np.zeros((10, 4), np.float32), np.array([[1, 2, 2]])
+    upstream = np.ones((1, 3, 4), np.float32)
+    for copy_upstream in (False, True):
+        sparse, _, make = bench_embeddings.OPTIMIZERS["sparse SGD step"]
+        bench_embeddings.torch_step(weights, ids, upstream, sparse, make, copy_upstream=copy_upstream)()
+    assert np.shares_memory(seen[0].numpy(), upstream)
+    assert not np.shares_memory(seen[1].numpy(), upstream) and np.array_equal(seen[1].numpy(), upstream)
