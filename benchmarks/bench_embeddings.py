@@ -332,7 +332,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     rng = np.random.default_rng(0)
     print(f"numpy {np.__version__}; torch {torch_text()}")
-    print(use_kernels(args.kernels))
+    print(use_kernels(args.kernels, args.workers_apart))
     # The vocabulary-size rows first: their 1,000,000-row tables are freed (and returned to the OS) before
     # the comparisons start, whose PyTorch column keeps its allocator's memory; printed in the usual order.
     # --small keeps its 1,000,000-row table at 64 MB (d=16; the step briefly holds two copies), so the

@@ -163,7 +163,7 @@ def main(argv=None):
     offsets = random_offsets(config["tokens"], config["bags"], rng)
 
     print(f"numpy {np.__version__}; torch {torch_text('not installed (pip install torch==2.13.0 adds its columns)')}")
-    print(use_kernels(args.kernels))
+    print(use_kernels(args.kernels, args.workers_apart))
     bandwidth = memcpy_bandwidth(repeat=args.repeat)
     print(f"memcpy bandwidth: {bandwidth / 1e9:.1f} GB/s (np.copyto of 256 MB; bytes copied / time)")
 

@@ -301,7 +301,7 @@ def main(argv=None):
     few = 1 if args.quick else 3 if args.repeat is None else args.repeat
     print(f"numpy {np.__version__}; transformers {getattr(transformers, '__version__', 'not installed')}, "
           f"torch {torch_text()}")
-    print(use_kernels(args.kernels))
+    print(use_kernels(args.kernels, args.workers_apart))
     if torch is None:
         print("PyTorch column skipped: pip install torch==2.13.0 transformers")
 
