@@ -346,7 +346,6 @@ def for_dense_blocks(update_block, *arrays):
 # %% ../modules/18_acceleration/acceleration_dev.ipynb #11e0d8de
 import math
 import sys
-import threading
 
 CACHE_MIN_BYTES = 32 << 20     # smaller arrays: glibc reuses their memory itself (its mmap threshold grows to 32 MB)
 CACHE_MAX_BYTES = 1 << 30      # the cache holds at most this much memory, used or free
